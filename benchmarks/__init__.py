@@ -1,0 +1,1 @@
+"""Preregistered protocols, one package each, and the shared ``core`` they stand on."""

@@ -1,0 +1,58 @@
+"""Machinery shared by every protocol: preregistrations, rules, runs, ledgers, provenance, statistics.
+
+Protocols import from here, never from one another.
+"""
+
+from . import stats
+from ._canonical import atomic_write_json, atomic_write_text, canonical_json, sha256_bytes, sha256_file, sha256_json
+from .frozen import fixture_hashes, prereg_hashes
+from .ledger import (
+    Ledger,
+    LedgerCorruptError,
+    LedgerDuplicateError,
+    LedgerError,
+    LedgerTornError,
+    LedgerTornTailWarning,
+    TornTail,
+    read_ledger,
+)
+from .prereg import ClassificationSpec, Prereg, PreregError, ProtocolHeader, RuleSpec, classification, load_prereg
+from .provenance import Provenance, ProvenanceError, check_revision
+from .rules import Classification, Condition, Outcome, Rule, RuleError
+from .rundir import Run
+
+__all__ = [
+    "Classification",
+    "ClassificationSpec",
+    "Condition",
+    "Ledger",
+    "LedgerCorruptError",
+    "LedgerDuplicateError",
+    "LedgerError",
+    "LedgerTornError",
+    "LedgerTornTailWarning",
+    "Outcome",
+    "Prereg",
+    "PreregError",
+    "Provenance",
+    "ProvenanceError",
+    "ProtocolHeader",
+    "Rule",
+    "RuleError",
+    "RuleSpec",
+    "Run",
+    "TornTail",
+    "atomic_write_json",
+    "atomic_write_text",
+    "canonical_json",
+    "check_revision",
+    "classification",
+    "fixture_hashes",
+    "load_prereg",
+    "prereg_hashes",
+    "read_ledger",
+    "sha256_bytes",
+    "sha256_file",
+    "sha256_json",
+    "stats",
+]

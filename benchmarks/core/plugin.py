@@ -1,0 +1,363 @@
+"""The suite's pytest plugin: options, markers, run directories and the verdict.
+
+Loaded by the root ``conftest.py``.  What it adds to a pytest session:
+
+* the ``benchmark`` option group (``--model``, ``--revision``, ``--device``,
+  ``--scale``, ``--results-dir``, ``--run-id``) and the markers ``cpu``,
+  ``gpu``, ``completeness``;
+* one run id per session, shared with xdist workers, and a run directory
+  ``<results-dir>/<protocol>/<run-id>/`` per protocol that runs;
+* the ``verdict`` fixture, through which a preregistered rule test passes,
+  fails with a one-line message, or is skipped as preempted;
+* the run's classification, completeness status and provenance in the
+  pytest-json-report file (key ``benchmark``), in ``report.json`` inside each
+  run directory, and in the terminal summary;
+* the Hypothesis profiles (``HYPOTHESIS_PROFILE=ci`` selects the CI one) and
+  syrupy snapshots stored under the top-level ``snapshots/`` folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pytest
+
+from ._canonical import atomic_write_json
+from .provenance import Provenance, utc_now
+from .rules import Classification, Outcome
+from .rundir import PROVENANCE_FILE, REPORT_FILE, Run, new_run_id, protocol_dir_of
+
+DEVICES = ("cpu", "cuda")
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_KIND = "benchmark.kind"
+_PROTOCOL = "benchmark.protocol"
+_VERDICT = "benchmark.verdict"
+
+_hypothesis_loaded = False
+
+
+def _register_hypothesis_profiles() -> None:
+    global _hypothesis_loaded
+    try:
+        from hypothesis import HealthCheck, settings
+    except ImportError:  # pragma: no cover - hypothesis is a runtime dependency
+        return
+    if not _hypothesis_loaded:
+        settings.register_profile(
+            "ci",
+            derandomize=True,
+            database=None,
+            print_blob=True,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        settings.register_profile("dev", deadline=None)
+        _hypothesis_loaded = True
+    profile = os.environ.get("HYPOTHESIS_PROFILE")
+    if profile:
+        try:
+            settings.load_profile(profile)
+        except Exception as exc:
+            raise pytest.UsageError(
+                f"HYPOTHESIS_PROFILE={profile!r} is not a registered Hypothesis profile; use 'ci' or 'dev'"
+            ) from exc
+
+
+# --------------------------------------------------------------------------- options and configuration
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("benchmark", "preregistered benchmark runs")
+    group.addoption("--model", dest="benchmark_model", default=None,
+                    help="model to run (a registry name, a hub id or a local path); default: the protocol's preregistered model")
+    group.addoption("--revision", dest="benchmark_revision", default=None,
+                    help="model revision to resolve to an immutable sha; default: the preregistered one")
+    group.addoption("--device", dest="benchmark_device", default=None,
+                    help=f"device for model runs, one of {', '.join(DEVICES)}; default: the protocol's")
+    group.addoption("--scale", dest="benchmark_scale", default=None,
+                    help="model scale for protocols that preregister several (e.g. P-Zombie's 270M, 1B)")
+    group.addoption("--results-dir", dest="benchmark_results_dir", default="results",
+                    help="folder that receives <protocol>/<run-id>/ (relative paths are taken from the rootdir)")
+    group.addoption("--run-id", dest="benchmark_run_id", default=None,
+                    help="reuse a run id to resume a killed run in its directory; default: a new id")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    for line in (
+        "cpu: runs a model on the CPU (excluded from the default run; select with -m cpu)",
+        "gpu: runs a model on a CUDA device (excluded from the default run; select with -m gpu)",
+        "completeness: technical-completeness check of a protocol run (separate from the scientific rules)",
+    ):
+        config.addinivalue_line("markers", line)
+    _register_hypothesis_profiles()
+
+    device = config.getoption("benchmark_device")
+    if device is not None and device not in DEVICES:
+        raise pytest.UsageError(f"--device {device!r} is not valid; choose one of: {', '.join(DEVICES)}")
+    run_id = config.getoption("benchmark_run_id")
+    if run_id is not None and not _RUN_ID.match(run_id):
+        raise pytest.UsageError(
+            f"--run-id {run_id!r} is not valid; use letters, digits, '.', '_' and '-' (no path separators)"
+        )
+
+    # syrupy keeps snapshots in <root>/snapshots/, unless the user chose an extension.
+    if hasattr(config.option, "default_extension") and not config.option.default_extension:
+        config.option.default_extension = "benchmarks.core._snapshots.SuiteSnapshotExtension"
+    # The JSON report is the result artifact: always build it; the plugin saves it into the run dirs.
+    if hasattr(config.option, "json_report") and not config.option.json_report:
+        config.option.json_report = True
+        config.option.json_report_file = None
+
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "benchmark_run_id" in workerinput:
+        run_id, started = workerinput["benchmark_run_id"], workerinput["benchmark_started_at"]
+    else:
+        run_id, started = run_id or new_run_id(), utc_now()
+    results = Path(config.getoption("benchmark_results_dir"))
+    if not results.is_absolute():
+        results = config.rootpath / results
+    config.stash[_STATE] = _State(run_id=run_id, started_at=started, results_dir=results)
+    if workerinput is None:
+        config.pluginmanager.register(_Reporter(config), "benchmark-reporter")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: hand the session's run id to every worker."""
+    state = node.config.stash[_STATE]
+    node.workerinput["benchmark_run_id"] = state.run_id
+    node.workerinput["benchmark_started_at"] = state.started_at
+
+
+@dataclass
+class _State:
+    run_id: str
+    started_at: str
+    results_dir: Path
+    runs: dict[str, Run] = field(default_factory=dict)
+    tests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    summary: dict[str, Any] | None = None
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def benchmark_run(config: pytest.Config, protocol_dir: str | Path) -> Run:
+    """The run of the protocol whose ``prereg.toml`` lies in ``protocol_dir`` (one per session)."""
+    state = config.stash[_STATE]
+    folder = Path(protocol_dir).resolve()
+    if not (folder / "prereg.toml").is_file():
+        raise pytest.UsageError(f"{folder} holds no prereg.toml; a benchmark run belongs to a protocol folder")
+    name = folder.name
+    if name not in state.runs:
+        state.runs[name] = Run(name, state.run_id, state.results_dir, state.started_at, folder)
+    return state.runs[name]
+
+
+# --------------------------------------------------------------------------- tagging and the verdict fixture
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        is_rule = "verdict" in getattr(item, "fixturenames", ())
+        is_complete = item.get_closest_marker("completeness") is not None
+        if not (is_rule or is_complete):
+            continue
+        if is_rule and is_complete:
+            raise pytest.UsageError(f"{item.nodeid}: a test is either a rule test (uses 'verdict') or a completeness test, not both")
+        folder = protocol_dir_of(item.path, config.rootpath)
+        if folder is None:
+            raise pytest.UsageError(
+                f"{item.nodeid}: rule and completeness tests belong to a protocol folder with a prereg.toml; "
+                "move the test under benchmarks/<protocol>/"
+            )
+        item.user_properties.append((_KIND, "rule" if is_rule else "completeness"))
+        item.user_properties.append((_PROTOCOL, folder.name))
+
+
+class Verdict:
+    """Applies one preregistered rule of a classification to the run's metrics."""
+
+    def __init__(self, node: pytest.Item):
+        self._node = node
+
+    def check(self, classification: Classification, label: str, metrics: Mapping[str, float]) -> Outcome:
+        """Pass, fail (one line: measured value and threshold) or skip as preempted.
+
+        The whole classification is derived from ``metrics`` in every call, so the
+        outcome of one rule test depends neither on test order nor on the worker.
+        """
+        index, rule = classification.rule(label)
+        outcome = classification.evaluate(metrics)
+        props = self._node.user_properties
+        for name in rule.metrics:
+            props.append((name, float(metrics[name])))
+        for cond in rule.all + rule.any:
+            if cond.threshold_name:
+                props.append((f"threshold.{cond.threshold_name}", cond.threshold))
+        if index < outcome.index:
+            role, detail = "did_not_fire", rule.why_not(metrics)
+        elif index == outcome.index:
+            role, detail = "fired", rule.why_fired(metrics)
+        else:
+            role, detail = "preempted", f"preempted by {outcome.label}"
+        props.append(("classification", outcome.label))
+        props.append((_VERDICT, {
+            "classification": classification.name,
+            "rule": label,
+            "rule_index": index,
+            "role": role,
+            "detail": detail,
+            "outcome": outcome.as_dict(),
+        }))
+        if role == "preempted":  # reported at the rule test's own location
+            raise pytest.skip.Exception(f"preempted by {outcome.label}", _use_item_location=True)
+        if role == "fired" and not rule.passes:
+            pytest.fail(f"{label}: {detail}", pytrace=False)
+        return outcome
+
+
+@pytest.fixture
+def verdict(request: pytest.FixtureRequest) -> Verdict:
+    """Apply a preregistered rule: ``verdict.check(classification, rule_label, metrics)``."""
+    return Verdict(request.node)
+
+
+# --------------------------------------------------------------------------- collecting outcomes (controller)
+
+
+class _Reporter:
+    """Registered in the controlling process only: gathers outcomes and writes the verdict."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.state = config.stash[_STATE]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = {k: v for k, v in report.user_properties if isinstance(k, str)}
+        kind = props.get(_KIND)
+        if kind is None:
+            return
+        entry = self.state.tests.setdefault(report.nodeid, {"kind": kind, "protocol": props[_PROTOCOL], "outcome": "passed"})
+        if _VERDICT in props:
+            entry["verdict"] = props[_VERDICT]
+        if report.skipped:
+            entry["outcome"] = "skipped"
+        elif report.failed:
+            entry["outcome"] = "failed" if report.when == "call" else "error"
+
+    def summary(self) -> dict[str, Any]:
+        state = self.state
+        if state.summary is None:
+            protocols = sorted({t["protocol"] for t in state.tests.values()})
+            state.summary = {
+                "run_id": state.run_id,
+                "started_at": state.started_at,
+                "protocols": {name: _protocol_summary(state, name) for name in protocols},
+            }
+        return state.summary
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_modifyreport(self, json_report: dict[str, Any]) -> None:
+        json_report["benchmark"] = self.summary()
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        summary = self.summary()
+        report = getattr(getattr(self.config, "_json_report", None), "report", None)
+        for entry in summary["protocols"].values():
+            if report is not None:
+                atomic_write_json(Path(entry["run_dir"]) / REPORT_FILE, report)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        summary = self.summary()
+        if not summary["protocols"]:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "benchmark verdict")
+        for name, entry in summary["protocols"].items():
+            c = entry["completeness"]
+            tr.write_line(
+                f"{name}: run {entry['run_id']}  {entry['status'].upper()} "
+                f"({c['passed']}/{c['tests']} completeness checks passed)"
+            )
+            for cname, centry in entry["classifications"].items():
+                outcome = centry["outcome"]
+                position = outcome["decided_by_rule"] + 1
+                where = f"rule {position}" if position <= len(centry["rules"]) else "no failure rule fired"
+                tr.write_line(f"  {cname}: {outcome['label']}  [{where}]  {outcome['reason']}")
+            for problem in entry["problems"]:
+                tr.write_line(f"  problem: {problem}")
+            prov = entry["provenance"]
+            if prov:
+                model, git = prov["model"], prov["git"]
+                dirty = " (dirty)" if git.get("dirty") else ""
+                tr.write_line(
+                    f"  model {model.get('id')} @ {model.get('revision')}; prereg sha256 {prov['prereg_sha256'][:12]}; "
+                    f"runner sha256 {prov['runner_sha256'][:12]}; git {str(git.get('commit'))[:12]}{dirty}"
+                )
+            tr.write_line(f"  results: {entry['run_dir']}")
+
+
+def _protocol_summary(state: _State, protocol: str) -> dict[str, Any]:
+    tests = {nodeid: t for nodeid, t in sorted(state.tests.items()) if t["protocol"] == protocol}
+    complete = [t for t in tests.values() if t["kind"] == "completeness"]
+    problems = []
+    for nodeid, t in tests.items():
+        if t["outcome"] == "error":
+            problems.append(f"{nodeid}: error outside the test body")
+        elif t["kind"] == "completeness" and t["outcome"] == "failed":
+            problems.append(f"{nodeid}: failed")
+        elif t["kind"] == "rule" and t["outcome"] == "failed" and t.get("verdict", {}).get("role") != "fired":
+            problems.append(f"{nodeid}: the rule could not be evaluated")
+
+    classifications: dict[str, Any] = {}
+    for nodeid, t in tests.items():
+        v = t.get("verdict")
+        if not v:
+            continue
+        entry = classifications.setdefault(v["classification"], {"outcome": v["outcome"], "rules": {}})
+        if entry["outcome"] != v["outcome"]:
+            problems.append(
+                f"{nodeid}: rule tests disagree on {v['classification']} "
+                f"({entry['outcome']['label']} vs {v['outcome']['label']})"
+            )
+        entry["rules"][v["rule"]] = {"index": v["rule_index"], "role": v["role"], "outcome": t["outcome"], "detail": v["detail"]}
+    for entry in classifications.values():
+        entry["rules"] = dict(sorted(entry["rules"].items(), key=lambda kv: kv[1]["index"]))
+
+    counts = {o: sum(1 for t in complete if t["outcome"] == o) for o in ("passed", "failed", "error", "skipped")}
+    if problems:
+        status = "broken"
+    elif complete and counts["passed"] == len(complete):
+        status = "complete"
+    else:
+        status = "unchecked"
+    run_dir = state.results_dir / protocol / state.run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    provenance = None
+    prov_file = run_dir / PROVENANCE_FILE
+    if prov_file.exists():
+        record = Provenance(**json.loads(prov_file.read_text(encoding="utf-8")))
+        if record.finished_at is None:
+            record = record.finished()
+            atomic_write_json(prov_file, asdict(record))
+        provenance = asdict(record)
+    return {
+        "run_id": state.run_id,
+        "run_dir": str(run_dir),
+        "status": status,
+        "completeness": {"tests": len(complete), **counts},
+        "rule_tests": sum(1 for t in tests.values() if t["kind"] == "rule"),
+        "problems": problems,
+        "classifications": classifications,
+        "provenance": provenance,
+    }
+
+
+__all__ = ["DEVICES", "Verdict", "benchmark_run", "verdict"]

@@ -1,0 +1,176 @@
+"""What a run records about itself, so that a reader can tell what produced a verdict."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from ._canonical import sha256_files
+
+SCHEMA_VERSION = 1
+
+#: Distributions whose versions every run records when they are installed.
+TRACKED_PACKAGES = (
+    "accelerate",
+    "filelock",
+    "gguf",
+    "hypothesis",
+    "numpy",
+    "pytest",
+    "pytest-json-report",
+    "pytest-xdist",
+    "safetensors",
+    "scipy",
+    "syrupy",
+    "tokenizers",
+    "torch",
+    "transformers",
+)
+
+_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+_SHA256 = re.compile(r"^(sha256:)?[0-9a-f]{64}$")
+
+
+class ProvenanceError(ValueError):
+    """Provenance would be incomplete or would name a mutable reference."""
+
+
+def check_revision(revision: str) -> str:
+    """Accept a 40-hex commit sha or a sha256 content hash; refuse branch and tag names."""
+    if not isinstance(revision, str) or not (_SHA1.match(revision) or _SHA256.match(revision)):
+        raise ProvenanceError(
+            f"model revision {revision!r} is not immutable; resolve it to a 40-hex commit sha "
+            "or a sha256 content hash before the run"
+        )
+    return revision
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "processor\t: ")) and ":" in line:
+                value = line.split(":", 1)[1].strip()
+                if value and not value.isdigit():
+                    return value
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _ram_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gpu_names() -> list[str]:
+    torch = sys.modules.get("torch")  # never import torch just to describe the machine
+    if torch is not None:
+        try:
+            if torch.cuda.is_available():
+                return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        except Exception:  # a broken CUDA runtime must not break the record
+            pass
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=10)
+            return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return []
+
+
+def hardware_summary() -> dict[str, Any]:
+    return {
+        "cpu_model": _cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "ram_bytes": _ram_bytes(),
+        "gpus": _gpu_names(),
+        "machine": platform.machine(),
+        "system": f"{platform.system()} {platform.release()}",
+    }
+
+
+def git_state(path: Path) -> dict[str, Any]:
+    """Commit and dirty flag of the checkout holding ``path`` (tracked files only)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=path, capture_output=True, text=True, timeout=20, check=True).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"commit": None, "dirty": None, "note": f"not a git checkout with commits ({type(exc).__name__})"}
+
+
+def runner_hash(protocol_dir: Path, core_dir: Path, root: Path) -> tuple[str, int]:
+    """sha256 over the protocol's Python sources and the shared core's, and the file count."""
+    files = sorted(
+        {p for d in (protocol_dir, core_dir) for p in Path(d).rglob("*.py") if "__pycache__" not in p.parts}
+    )
+    common = Path(os.path.commonpath([str(Path(p).resolve()) for p in [root, *files]]))
+    return sha256_files(files, common), len(files)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Everything a run records about what produced it.  Written to ``provenance.json``."""
+
+    protocol: str  # the benchmark folder's name
+    run_id: str  # the run directory's name
+    started_at: str  # ISO 8601 UTC, when the pytest session started
+    model: Mapping[str, Any]  # at least id and an immutable revision, from the backend's description
+    seeds: Mapping[str, int]  # every seed the run used, by role
+    prereg_path: str  # the preregistration file, relative to the suite root
+    prereg_sha256: str  # sha256 of its bytes
+    runner_sha256: str  # sha256 over the protocol's and the core's Python sources
+    runner_files: int  # how many files that digest covers
+    fixtures_sha256: Mapping[str, str]  # canonical hash of each fixture set used
+    packages: Mapping[str, str]  # python and tracked distribution versions
+    hardware: Mapping[str, Any]  # cpu model, cores, RAM, GPUs
+    git: Mapping[str, Any]  # commit and dirty flag of the suite checkout
+    finished_at: str | None = None  # ISO 8601 UTC, set when the session ends
+    extra: Mapping[str, Any] = field(default_factory=dict)  # protocol-specific facts
+    schema_version: int = SCHEMA_VERSION
+
+    def finished(self) -> "Provenance":
+        return replace(self, finished_at=utc_now())
+
+    def missing(self) -> list[str]:
+        """Names of the fields that are empty (a complete record has none except finished_at)."""
+        empty = []
+        for name in ("protocol", "run_id", "started_at", "model", "seeds", "prereg_sha256", "runner_sha256",
+                     "fixtures_sha256", "packages", "hardware", "git"):
+            if not getattr(self, name):
+                empty.append(name)
+        if not self.model.get("revision"):
+            empty.append("model.revision")
+        if not self.git.get("commit"):
+            empty.append("git.commit")
+        return empty

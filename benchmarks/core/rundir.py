@@ -1,0 +1,146 @@
+"""One directory per run: ``<results-dir>/<protocol>/<run-id>/``.
+
+Every process of a pytest session (xdist workers included) shares the run id,
+so they all write into the same directory.  Work that must happen once per run
+(loading a model and computing the records) is guarded by a file lock, as the
+pytest-xdist documentation prescribes for session-scoped work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import datetime as _dt
+import secrets
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, TypeVar
+
+from filelock import FileLock
+
+from ._canonical import atomic_write_json
+from .ledger import Ledger
+from .prereg import Prereg
+from .provenance import (
+    Provenance,
+    check_revision,
+    git_state,
+    hardware_summary,
+    package_versions,
+    runner_hash,
+)
+
+R = TypeVar("R")
+
+CORE_DIR = Path(__file__).resolve().parent
+SUITE_ROOT = CORE_DIR.parent.parent
+PROVENANCE_FILE = "provenance.json"
+REPORT_FILE = "report.json"
+
+
+def new_run_id() -> str:
+    """``20261130T035206Z-3f9a1c``: sortable by start time, unique by its random suffix."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True)
+class Run:
+    protocol: str
+    run_id: str
+    results_dir: Path
+    started_at: str
+    protocol_dir: Path  # the folder that holds the protocol's prereg.toml
+
+    @property
+    def dir(self) -> Path:
+        path = self.results_dir / self.protocol / self.run_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+    def write_json(self, name: str, value: Any) -> Path:
+        return atomic_write_json(self.path(name), value)
+
+    def read_json(self, name: str) -> Any:
+        return json.loads(self.path(name).read_text(encoding="utf-8"))
+
+    def ledger(self, name: str, schema: type[R], key: str) -> Ledger[R]:
+        return Ledger(self.path(name), schema, key)
+
+    @contextlib.contextmanager
+    def lock(self, name: str, timeout: float = -1) -> Iterator[None]:
+        """Hold an inter-process lock named ``name`` for this run."""
+        with FileLock(str(self.path(f".{name}.lock")), timeout=timeout):
+            yield
+
+    def once(self, name: str, compute: Callable[[], Any]) -> Any:
+        """Return the JSON value stored under ``name``, computing and storing it first if absent.
+
+        Exactly one process computes; the others wait on the lock and read.
+        """
+        with self.lock(name):
+            target = self.path(name)
+            if target.exists():
+                return self.read_json(name)
+            value = compute()
+            self.write_json(name, value)
+            return self.read_json(name)
+
+    def record_provenance(
+        self,
+        *,
+        model: Mapping[str, Any],
+        seeds: Mapping[str, int],
+        prereg: Prereg,
+        fixtures: Mapping[str, str],
+        extra: Mapping[str, Any] | None = None,
+    ) -> Provenance:
+        """Write ``provenance.json`` for this run (the session end adds ``finished_at``)."""
+        check_revision(str(model.get("revision", "")))
+        if not model.get("id"):
+            raise ValueError("provenance needs the model's id")
+        digest, count = runner_hash(self.protocol_dir, CORE_DIR, SUITE_ROOT)
+        try:
+            prereg_path = prereg.path.resolve().relative_to(SUITE_ROOT).as_posix()
+        except ValueError:
+            prereg_path = prereg.path.resolve().as_posix()
+        record = Provenance(
+            protocol=self.protocol,
+            run_id=self.run_id,
+            started_at=self.started_at,
+            model=dict(model),
+            seeds=dict(seeds),
+            prereg_path=prereg_path,
+            prereg_sha256=prereg.sha256,
+            runner_sha256=digest,
+            runner_files=count,
+            fixtures_sha256=dict(sorted(fixtures.items())),
+            packages=package_versions(),
+            hardware=hardware_summary(),
+            git=git_state(SUITE_ROOT),
+            extra=dict(extra or {}),
+        )
+        self.write_json(PROVENANCE_FILE, asdict(record))
+        return record
+
+    def load_provenance(self) -> Provenance | None:
+        target = self.results_dir / self.protocol / self.run_id / PROVENANCE_FILE
+        if not target.exists():
+            return None
+        return Provenance(**json.loads(target.read_text(encoding="utf-8")))
+
+
+def protocol_dir_of(path: Path, stop: Path) -> Path | None:
+    """The nearest folder at or above ``path`` (not above ``stop``) holding a prereg.toml."""
+    path = Path(path).resolve()
+    stop = Path(stop).resolve()
+    for folder in [path, *path.parents] if path.is_dir() else list(path.parents):
+        if (folder / "prereg.toml").is_file():
+            return folder
+        if folder == stop or stop not in folder.parents:
+            break
+    return None
+

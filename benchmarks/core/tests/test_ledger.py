@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from benchmarks.core import (
+    Ledger,
+    LedgerCorruptError,
+    LedgerDuplicateError,
+    LedgerError,
+    LedgerTornError,
+    LedgerTornTailWarning,
+    read_ledger,
+)
+from benchmarks.core.rundir import SUITE_ROOT
+
+from ._ledger_writer import Unit, payload_for
+
+
+@dataclass(frozen=True)
+class Row:
+    SCHEMA_VERSION: ClassVar[int] = 2
+    unit: str
+    score: float
+    tags: tuple[str, ...] = ()
+    error: str | None = None
+
+
+def test_append_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "units.jsonl"
+    with Ledger(path, Row, key="unit") as ledger:
+        ledger.append(Row("a", 0.5, ("x",)))
+        ledger.append(Row("b", 1.0, error="timeout"))
+        assert "a" in ledger and "c" not in ledger
+    lines = path.read_text().splitlines()
+    assert lines[0] == '{"error":null,"schema_version":2,"score":0.5,"tags":["x"],"unit":"a"}'
+    assert read_ledger(path, Row) == [Row("a", 0.5, ("x",)), Row("b", 1.0, (), "timeout")]
+
+
+def test_duplicate_unit_is_refused_and_resume_keeps_records(tmp_path: Path) -> None:
+    path = tmp_path / "units.jsonl"
+    with Ledger(path, Row, key="unit") as ledger:
+        ledger.append(Row("a", 0.5))
+        with pytest.raises(LedgerDuplicateError, match="'a' is already recorded"):
+            ledger.append(Row("a", 0.7))
+    with Ledger(path, Row, key="unit") as again:
+        assert again.done == {"a"}
+        again.append(Row("b", 0.1))
+    assert [r.unit for r in read_ledger(path, Row)] == ["a", "b"]
+
+
+def test_wrong_record_type_and_invalid_values_are_refused(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "u.jsonl", Row, key="unit") as ledger:
+        with pytest.raises(TypeError, match="expected a Row record"):
+            ledger.append(Unit(1, "d", "p"))  # type: ignore[arg-type]
+        with pytest.raises(LedgerError, match="tags"):
+            ledger.append(Row("a", 0.5, tags=(1,)))  # type: ignore[arg-type]
+        assert len(ledger) == 0
+
+
+def test_second_writer_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "u.jsonl"
+    with Ledger(path, Row, key="unit"):
+        with pytest.raises(LedgerError, match="another process"):
+            Ledger(path, Row, key="unit")
+
+
+def test_every_torn_tail_is_detected_never_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "u.jsonl"
+    with Ledger(path, Row, key="unit") as ledger:
+        ledger.append(Row("a", 0.5))
+        ledger.append(Row("b", 0.25))
+    whole = path.read_bytes()
+    first_end = whole.index(b"\n") + 1
+    for cut in range(first_end + 1, len(whole)):  # every proper prefix of the second line
+        path.write_bytes(whole[:cut])
+        with pytest.raises(LedgerTornError, match=f"torn line of {cut - first_end} bytes at offset {first_end}"):
+            read_ledger(path, Row)
+        with pytest.warns(LedgerTornTailWarning):
+            ledger = Ledger(path, Row, key="unit")
+        with ledger:
+            assert ledger.done == {"a"}
+            assert ledger.torn is not None and ledger.torn.size == cut - first_end
+            assert ledger.torn.sidecar.read_bytes() == whole[first_end:cut]
+            ledger.append(Row("b", 0.25))
+        assert path.read_bytes() == whole
+        ledger.torn.sidecar.unlink()
+
+
+def test_bad_whole_line_is_corruption(tmp_path: Path) -> None:
+    path = tmp_path / "u.jsonl"
+    path.write_text('{"schema_version":2,"unit":"a","score":0.5}\n{"schema_version":2,"unit":"b"}\n')
+    with pytest.raises(LedgerCorruptError, match=r"line 2: field 'score': missing required key"):
+        read_ledger(path, Row)
+    path.write_text('{"schema_version":1,"unit":"a","score":0.5}\n')
+    with pytest.raises(LedgerCorruptError, match="schema_version 1, expected 2"):
+        Ledger(path, Row, key="unit")
+    path.write_text('{"schema_version":2,"unit":"a","score":0.5}\n{"schema_version":2,"unit":"a","score":0.5}\n')
+    with pytest.raises(LedgerCorruptError, match="already recorded on line 1"):
+        Ledger(path, Row, key="unit")
+
+
+def test_sigkill_at_random_points_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    """A real writer process is killed several times mid-run; every unit ends up recorded exactly once."""
+    path = tmp_path / "units.jsonl"
+    units = 80
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUITE_ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "benchmarks.core.tests._ledger_writer", str(path), str(units)]
+    rng = random.Random(20261130)
+    kills = 0
+    for _ in range(40):
+        proc = subprocess.Popen(command, env=env, cwd=SUITE_ROOT, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        time.sleep(rng.uniform(0.02, 0.2))
+        if proc.poll() is not None:
+            assert proc.returncode == 0
+            proc.stdout.close()
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        kills += 1
+    else:
+        pytest.fail("the writer never finished in 40 attempts")
+    assert kills >= 3, f"only {kills} kills landed before the writer finished; the test needs more work per run"
+    records = read_ledger(path, Unit)
+    assert [r.unit for r in records] == list(range(units))
+    for record in records:
+        assert (record.digest, record.payload) == payload_for(record.unit)
+    torn = sorted(tmp_path.glob("units.jsonl.torn-*"))
+    print(f"{kills} SIGKILLs, {len(torn)} torn tails moved aside, {units} units recorded once each")
