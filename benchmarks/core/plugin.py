@@ -72,7 +72,7 @@ def _register_hypothesis_profiles() -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("benchmark", "preregistered benchmark runs")
+    group = parser.getgroup("preregbench", "preregistered benchmark runs")
     group.addoption("--model", dest="benchmark_model", default=None,
                     help="model to run (a registry name, a hub id or a local path); default: the protocol's preregistered model")
     group.addoption("--revision", dest="benchmark_revision", default=None,
@@ -288,9 +288,9 @@ class _Reporter:
             )
             for cname, centry in entry["classifications"].items():
                 outcome = centry["outcome"]
-                position = outcome["decided_by_rule"] + 1
-                where = f"rule {position}" if position <= len(centry["rules"]) else "no failure rule fired"
-                tr.write_line(f"  {cname}: {outcome['label']}  [{where}]  {outcome['reason']}")
+                position, total = outcome["decided_by_rule"] + 1, len(centry["rules"])
+                where = f"rule {position} of {total}: " if position <= total else ""
+                tr.write_line(f"  {cname}: {outcome['label']} ({where}{outcome['reason']})")
             for problem in entry["problems"]:
                 tr.write_line(f"  problem: {problem}")
             prov = entry["provenance"]
@@ -321,15 +321,17 @@ def _protocol_summary(state: _State, protocol: str) -> dict[str, Any]:
         v = t.get("verdict")
         if not v:
             continue
-        entry = classifications.setdefault(v["classification"], {"outcome": v["outcome"], "rules": {}})
+        entry = classifications.setdefault(v["classification"], {"outcome": v["outcome"], "rules": []})
         if entry["outcome"] != v["outcome"]:
             problems.append(
                 f"{nodeid}: rule tests disagree on {v['classification']} "
                 f"({entry['outcome']['label']} vs {v['outcome']['label']})"
             )
-        entry["rules"][v["rule"]] = {"index": v["rule_index"], "role": v["role"], "outcome": t["outcome"], "detail": v["detail"]}
-    for entry in classifications.values():
-        entry["rules"] = dict(sorted(entry["rules"].items(), key=lambda kv: kv[1]["index"]))
+        entry["rules"].append(
+            {"rule": v["rule"], "index": v["rule_index"], "role": v["role"], "outcome": t["outcome"], "detail": v["detail"]}
+        )
+    for entry in classifications.values():  # a list in preregistered order (JSON objects get sorted keys)
+        entry["rules"].sort(key=lambda r: r["index"])
 
     counts = {o: sum(1 for t in complete if t["outcome"] == o) for o in ("passed", "failed", "error", "skipped")}
     if problems:

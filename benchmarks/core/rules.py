@@ -147,8 +147,8 @@ class Outcome:
     classification: str
     label: str
     index: int
-    passed: bool
-    reason: str
+    passed: bool  # whether the decided label is a passing state
+    reason: str  # why, with measured values and thresholds (no label prefix)
 
     def as_dict(self) -> dict:
         return {
@@ -204,6 +204,6 @@ class Classification:
         """Decide the classification from the metrics alone."""
         for index, rule in enumerate(self.rules):
             if rule.fires(metrics):
-                return Outcome(self.name, rule.label, index, rule.passes, f"{rule.label}: {rule.why_fired(metrics)}")
+                return Outcome(self.name, rule.label, index, rule.passes, rule.why_fired(metrics))
         assert self.passing is not None  # guaranteed by __post_init__
-        return Outcome(self.name, self.passing, len(self.rules), True, f"{self.passing}: no failure rule fired")
+        return Outcome(self.name, self.passing, len(self.rules), True, "no failure rule fired")

@@ -1,0 +1,36 @@
+"""The Hypothesis profile chosen by HYPOTHESIS_PROFILE, checked in a fresh pytest process."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from benchmarks.core.rundir import SUITE_ROOT
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(SUITE_ROOT), os.environ.get("PYTHONPATH")])))
+    pytester.makeconftest('pytest_plugins = ["benchmarks.core.plugin"]\n')
+    pytester.makepyfile(test_settings="""
+from hypothesis import settings
+
+def test_profile():
+    current = settings()
+    print("PROFILE", current.derandomize, current.database, current.print_blob)
+""")
+    return pytester
+
+
+def test_ci_profile_is_derandomized_without_database(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    result = project.runpytest_subprocess("-s", "-p", "no:xdist")
+    result.stdout.fnmatch_lines(["*PROFILE True None True*"])
+
+
+def test_unknown_profile_is_a_usage_error(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "fast")
+    result = project.runpytest_subprocess("-p", "no:xdist")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*HYPOTHESIS_PROFILE='fast' is not a registered Hypothesis profile*"])
