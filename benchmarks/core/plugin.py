@@ -181,6 +181,23 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         item.user_properties.append((_PROTOCOL, folder.name))
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") is not None:
+        reason = _cuda_missing()
+        if reason:
+            pytest.skip(f"gpu test needs a CUDA device: {reason}")
+
+
+def _cuda_missing() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed (install the 'models' extra)"
+    if not torch.cuda.is_available():
+        return "torch.cuda.is_available() is False on this machine"
+    return None
+
+
 class Verdict:
     """Applies one preregistered rule of a classification to the run's metrics."""
 

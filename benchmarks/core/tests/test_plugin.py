@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks.core.rundir import SUITE_ROOT
+from benchmarks.core.completed import main as completed_main
 
 TOY = Path(__file__).parent / "data" / "toy"
 
@@ -26,8 +25,7 @@ def make_project(pytester: pytest.Pytester, metrics: dict[str, Any], complete: b
 
 
 @pytest.fixture(params=[0, 2], ids=["n0", "n2"])
-def workers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(SUITE_ROOT), os.environ.get("PYTHONPATH")])))
+def workers(request: pytest.FixtureRequest) -> int:
     return request.param
 
 
@@ -72,6 +70,7 @@ def test_first_firing_rule_fails_and_later_rules_are_preempted(pytester: pytest.
     assert [(r["rule"], r["role"]) for r in summary["classifications"]["gate"]["rules"]] == [
         ("UNPARSEABLE", "did_not_fire"), ("LOW_ACCURACY", "fired"), ("DISAGREEMENT", "preempted")]
     assert Path(summary["run_dir"]) == run_dir
+    assert completed_main([str(run_dir.parent)]) == 0  # a failed gate is still a completed run
     result.stdout.fnmatch_lines(["*benchmark verdict*", "toy: run * COMPLETE (2/2 completeness checks passed)"])
     assert "  gate: LOW_ACCURACY (rule 2 of 3: accuracy 0.5938 < 0.75)\n" in result.stdout.str()
 
@@ -105,16 +104,16 @@ def test_provenance_is_recorded_and_non_empty(pytester: pytest.Pytester, workers
 
 def test_failed_completeness_marks_a_broken_run(pytester: pytest.Pytester, workers: int) -> None:
     make_project(pytester, PASSING, complete=False)
-    result, report, _ = run(pytester, workers)
+    result, report, run_dir = run(pytester, workers)
     summary = report["benchmark"]["protocols"]["toy"]
     assert summary["status"] == "broken"
     assert summary["completeness"] == {"tests": 2, "passed": 1, "failed": 1, "error": 0, "skipped": 0}
     result.stdout.fnmatch_lines(["toy: run * BROKEN (1/2 completeness checks passed)"])
+    assert completed_main([str(run_dir.parent), run_dir.name]) == 1
 
 
 def test_unmeasured_metric_is_a_broken_run_not_a_verdict(pytester: pytest.Pytester) -> None:
     make_project(pytester, {k: v for k, v in PASSING.items() if k != "agreement"})
-    os.environ.setdefault("PYTHONPATH", str(SUITE_ROOT))
     result = pytester.runpytest_subprocess("-p", "no:xdist")
     result.stdout.fnmatch_lines(["*metric 'agreement' was not measured*", "toy: run * BROKEN*",
                                  "*problem: *test_rule*: the rule could not be evaluated"])
@@ -131,7 +130,6 @@ def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester) -> None:
 
 def test_explicit_results_dir_and_run_id(pytester: pytest.Pytester, tmp_path: Path) -> None:
     make_project(pytester, PASSING)
-    os.environ.setdefault("PYTHONPATH", str(SUITE_ROOT))
     target = tmp_path / "elsewhere"
     result = pytester.runpytest_subprocess("-p", "no:xdist", f"--results-dir={target}", "--run-id=resume-1")
     assert result.ret == 0
@@ -140,3 +138,20 @@ def test_explicit_results_dir_and_run_id(pytester: pytest.Pytester, tmp_path: Pa
     (pytester.path / "scenario.json").write_text(json.dumps({"metrics": LOW_ACCURACY, "complete": True}))
     again = pytester.runpytest_subprocess("-p", "no:xdist", f"--results-dir={target}", "--run-id=resume-1")
     assert again.ret == 0
+
+
+def test_gpu_tests_skip_with_a_reason_without_cuda(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest('pytest_plugins = ["benchmarks.core.plugin"]\n')
+    pytester.makepyfile(test_dev="import pytest\n\n@pytest.mark.gpu\ndef test_on_gpu():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "-m", "gpu", "-rs")
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except ImportError:
+        has_cuda = False
+    if has_cuda:
+        result.assert_outcomes(passed=1)
+    else:
+        result.assert_outcomes(skipped=1)
+        result.stdout.fnmatch_lines(["*gpu test needs a CUDA device: *"])

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
-from benchmarks.core.rundir import SUITE_ROOT
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(SUITE_ROOT), os.environ.get("PYTHONPATH")])))
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeconftest('pytest_plugins = ["benchmarks.core.plugin"]\n')
     pytester.makepyfile(test_settings="""
 from hypothesis import settings

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from benchmarks.core.rundir import SUITE_ROOT
 
 TOY = Path(__file__).parent / "data" / "toy"
 
@@ -37,8 +35,7 @@ def build():
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(SUITE_ROOT), os.environ.get("PYTHONPATH")])))
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
     shutil.copytree(TOY, pytester.path / "benchmarks" / "toy")
     pytester.makeconftest('pytest_plugins = ["benchmarks.core.plugin"]\n')
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\naddopts = ["-p", "no:cacheprovider", "-p", "no:xdist"]\n')
