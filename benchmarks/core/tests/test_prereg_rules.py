@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.core import (
+    Classification,
     ClassificationSpec,
     Condition,
     PreregError,
@@ -158,12 +159,10 @@ def res_by_hand(m: dict[str, float]) -> str:
     return "MIXED_GATE_OUTCOME"
 
 
-@dataclass(frozen=True)
-class ResPrereg:
-    protocol: ProtocolHeader
-    thresholds: dict[str, float]
-    seeds: dict[str, int]
-    classification: ClassificationSpec
+@pytest.fixture(scope="module")
+def res_gate(tmp_path_factory: pytest.TempPathFactory) -> Classification:
+    path = write(tmp_path_factory.mktemp("prereg"), RES_TOML, folder="res")
+    return classification(load_prereg(path, ToyPrereg))  # same table shape as the toy
 
 
 accuracies = st.sampled_from([i / 32 for i in range(33)])
@@ -173,8 +172,8 @@ accuracies = st.sampled_from([i / 32 for i in range(33)])
     "ff.coverage": accuracies, "min.coverage": accuracies,
     "ff.logit": accuracies, "ff.gen": accuracies, "min.logit": accuracies, "min.gen": accuracies,
 }))
-def test_ordered_rules_match_a_direct_reading(metrics: dict[str, float]) -> None:
-    gate = _res_gate()
+def test_ordered_rules_match_a_direct_reading(res_gate: Classification, metrics: dict[str, float]) -> None:
+    gate = res_gate
     outcome = gate.evaluate(metrics)
     assert outcome.label == res_by_hand(metrics)
     fired = [r.label for r in gate.rules if r.fires(metrics)]
@@ -182,29 +181,16 @@ def test_ordered_rules_match_a_direct_reading(metrics: dict[str, float]) -> None
     assert outcome.passed == (outcome.label == "RESPONSE_INTERFACE_GATE_PASSED")
 
 
-_CACHE: dict[str, object] = {}
-
-
-def _res_gate():
-    if "gate" not in _CACHE:
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as tmp:
-            path = write(Path(tmp), RES_TOML, folder="res")
-            _CACHE["gate"] = classification(load_prereg(path, ResPrereg))
-    return _CACHE["gate"]
-
-
-def test_fired_rule_explains_itself_in_one_line() -> None:
-    gate = _res_gate()
+def test_fired_rule_explains_itself_in_one_line(res_gate: Classification) -> None:
+    gate = res_gate
     metrics = {"ff.coverage": 1.0, "min.coverage": 1.0, "ff.logit": 0.5625, "ff.gen": 0.5, "min.logit": 0.875, "min.gen": 0.90625}
     outcome = gate.evaluate(metrics)
     assert outcome.label == "FIVE_FACTOR_TASK_CAPABILITY_NOT_ESTABLISHED"
     assert outcome.reason == "ff.logit 0.5625 < 0.75 and ff.gen 0.5 < 0.75 and (min.logit 0.875 >= 0.75 or min.gen 0.9062 >= 0.75)"
 
 
-def test_unmeasured_or_undefined_metric_is_an_error() -> None:
-    gate = _res_gate()
+def test_unmeasured_or_undefined_metric_is_an_error(res_gate: Classification) -> None:
+    gate = res_gate
     with pytest.raises(RuleError, match="metric 'ff.coverage' was not measured"):
         gate.evaluate({})
     metrics = {"ff.coverage": float("nan"), "min.coverage": 1.0}
