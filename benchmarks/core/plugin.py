@@ -127,6 +127,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_Reporter(config), "benchmark-reporter")
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    state = config.stash[_STATE]
+    return f"preregbench: run {state.run_id}, results under {state.results_dir}/<protocol>/{state.run_id}/"
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist controller: hand the session's run id to every worker."""

@@ -1,12 +1,17 @@
 """Writer process for the kill-and-resume ledger test.
 
-Usage: python _ledger_writer.py LEDGER UNITS.  Resumes the ledger and appends
-every missing unit in order, each with a payload derived from its index.
+Usage: python -m benchmarks.core.tests._ledger_writer LEDGER UNITS [MAX_FILE_BYTES].
+Resumes the ledger and appends every missing unit in order, each with a
+payload derived from its index.  With MAX_FILE_BYTES the process runs under
+that file-size limit, so the kernel stops a write part-way and kills the
+writer with SIGXFSZ: a kill inside a record, at a chosen byte.
 """
 
 from __future__ import annotations
 
 import hashlib
+import resource
+import signal
 import sys
 import time
 import warnings
@@ -33,6 +38,10 @@ def payload_for(unit: int) -> tuple[str, str]:
 
 def main() -> None:
     path, units = sys.argv[1], int(sys.argv[2])
+    if len(sys.argv) > 3:
+        limit = int(sys.argv[3])
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it by default; let the kernel kill
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ledger = Ledger(path, Unit, key="unit")

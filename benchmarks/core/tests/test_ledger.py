@@ -109,32 +109,73 @@ def test_bad_whole_line_is_corruption(tmp_path: Path) -> None:
         Ledger(path, Row, key="unit")
 
 
-def test_sigkill_at_random_points_loses_and_repeats_nothing(tmp_path: Path) -> None:
-    """A real writer process is killed several times mid-run; every unit ends up recorded exactly once."""
-    path = tmp_path / "units.jsonl"
-    units = 80
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SUITE_ROOT), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "benchmarks.core.tests._ledger_writer", str(path), str(units)]
-    rng = random.Random(20261130)
-    kills = 0
-    for _ in range(40):
-        proc = subprocess.Popen(command, env=env, cwd=SUITE_ROOT, stdout=subprocess.PIPE, text=True)
-        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-        time.sleep(rng.uniform(0.02, 0.2))
-        if proc.poll() is not None:
-            assert proc.returncode == 0
-            proc.stdout.close()
-            break
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
-        kills += 1
-    else:
-        pytest.fail("the writer never finished in 40 attempts")
-    assert kills >= 3, f"only {kills} kills landed before the writer finished; the test needs more work per run"
+def _writer(path: Path, units: int, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SUITE_ROOT), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "benchmarks.core.tests._ledger_writer", str(path), str(units), *extra]
+    proc = subprocess.Popen(command, env=env, cwd=SUITE_ROOT, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def _finish(proc: subprocess.Popen) -> int:
+    proc.wait()
+    assert proc.stdout is not None
+    proc.stdout.close()
+    return proc.returncode
+
+
+def _assert_each_unit_once(path: Path, units: int) -> None:
     records = read_ledger(path, Unit)
     assert [r.unit for r in records] == list(range(units))
     for record in records:
         assert (record.digest, record.payload) == payload_for(record.unit)
+
+
+def test_sigkill_at_random_points_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    """A real writer process is killed several times mid-run; every unit ends up recorded exactly once."""
+    path = tmp_path / "units.jsonl"
+    units = 80
+    rng = random.Random(20261130)
+    kills = 0
+    for _ in range(40):
+        proc = _writer(path, units)
+        time.sleep(rng.uniform(0.02, 0.2))
+        if proc.poll() is not None:
+            assert _finish(proc) == 0
+            break
+        proc.send_signal(signal.SIGKILL)
+        code = _finish(proc)
+        if code == 0:  # it finished between the poll and the signal
+            break
+        assert code == -signal.SIGKILL
+        kills += 1
+    else:
+        pytest.fail("the writer never finished in 40 attempts")
+    assert kills >= 3, f"only {kills} kills landed before the writer finished; the test needs more work per run"
+    _assert_each_unit_once(path, units)
     torn = sorted(tmp_path.glob("units.jsonl.torn-*"))
     print(f"{kills} SIGKILLs, {len(torn)} torn tails moved aside, {units} units recorded once each")
+
+
+def test_writer_killed_inside_a_record_resumes_exactly(tmp_path: Path) -> None:
+    """The kernel cuts a write at a random byte and kills the writer (SIGXFSZ); resuming recovers."""
+    path = tmp_path / "units.jsonl"
+    units = 30
+    rng = random.Random(11)
+    torn_kills = 0
+    for _ in range(5):
+        size = path.stat().st_size if path.exists() else 0
+        proc = _writer(path, units, str(size + rng.randint(1, 400_000)))
+        code = _finish(proc)
+        if code == 0:
+            break
+        assert code == -signal.SIGXFSZ
+        torn_kills += 1
+        assert path.read_bytes()[-1:] != b"\n", "the kill must have landed inside a record"
+        with pytest.raises(LedgerTornError):
+            read_ledger(path, Unit)
+    assert torn_kills >= 3
+    assert _finish(_writer(path, units)) == 0
+    _assert_each_unit_once(path, units)
+    sidecars = sorted(tmp_path.glob("units.jsonl.torn-*"))
+    assert len(sidecars) == torn_kills  # every torn tail was moved aside, none was parsed or dropped silently
