@@ -155,3 +155,11 @@ def test_gpu_tests_skip_with_a_reason_without_cuda(pytester: pytest.Pytester) ->
     else:
         result.assert_outcomes(skipped=1)
         result.stdout.fnmatch_lines(["*gpu test needs a CUDA device: *"])
+
+
+def test_verdict_tests_outside_a_protocol_folder_are_usage_errors(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest('pytest_plugins = ["benchmarks.core.plugin"]\n')
+    pytester.makepyfile(test_stray="import pytest\n\n@pytest.mark.completeness\ndef test_done():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:xdist")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_stray.py::test_done: rule and completeness tests belong to a protocol folder*"])
