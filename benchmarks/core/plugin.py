@@ -94,7 +94,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "gpu: runs a model on a CUDA device (excluded from the default run; select with -m gpu)",
         "completeness: technical-completeness check of a protocol run (separate from the scientific rules)",
     ):
-        config.addinivalue_line("markers", line)
+        declared = {m.split(":", 1)[0].split("(", 1)[0].strip() for m in config.getini("markers")}
+        if line.split(":", 1)[0] not in declared:
+            config.addinivalue_line("markers", line)
     _register_hypothesis_profiles()
 
     device = config.getoption("benchmark_device")
