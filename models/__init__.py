@@ -25,7 +25,7 @@ from ._base import (
 )
 from ._bundled import BUNDLED, GEMMA3_CHAT_TEMPLATE, bundled_folder, cache_root, load_bundled, load_gguf
 from ._http import OpenAIChatModel
-from ._registry import available_models, load_model, register_model
+from ._registry import available_models, load_model, model_kind, register_model
 from ._scripted import Constant, NoisyChecks, Opposite, Oracle, Policy, Prose, RandomChoice, ScriptedModel
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "load_bundled",
     "load_gguf",
     "load_model",
+    "model_kind",
     "register_model",
     "resolve_revision",
 ]

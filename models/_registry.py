@@ -35,6 +35,12 @@ def available_models() -> dict[str, str]:
     return {name: f"[{entry.kind}] {entry.summary}" for name, entry in sorted(_ENTRIES.items())}
 
 
+def model_kind(name: str) -> str | None:
+    """The registry kind of ``name`` ("bundled", "scripted", ...), or None for unregistered names."""
+    entry = _ENTRIES.get(name)
+    return entry.kind if entry else None
+
+
 def unknown_model(name: str) -> UnknownModelError:
     close = difflib.get_close_matches(name, list(_ENTRIES), n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""

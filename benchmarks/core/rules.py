@@ -128,7 +128,8 @@ class Rule:
         parts = [c.describe(metrics) for c in self.all]
         held = [c.describe(metrics) for c in self.any if c.holds(metrics)]
         if held:
-            parts.append(held[0] if len(held) == 1 else "(" + " or ".join(held) + ")")
+            alone = len(held) == 1 or not parts
+            parts.append(" or ".join(held) if alone else "(" + " or ".join(held) + ")")
         return " and ".join(parts)
 
     def why_not(self, metrics: Mapping[str, float]) -> str:

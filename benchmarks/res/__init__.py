@@ -1,0 +1,1 @@
+"""RES Step 0 response-interface and capability gate (seed 000)."""

@@ -1,0 +1,195 @@
+"""RES Step 0: preregistration schema, prompts, the answer parser, per-item records and metrics."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+from benchmarks.core import ClassificationSpec, ProtocolHeader, classification, load_prereg, sha256_bytes
+from fixtures.res import CONDITIONS, factor_states, gold_label
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str  # preregistered model (hub id)
+    revision: str  # branch or sha; resolved to a commit sha before loading
+    dtype: str
+    device: str
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class MeasurementSpec:
+    labels: tuple[str, ...]  # response labels, scored by their first token
+    max_new_tokens: int  # bound on the greedy generation
+    fixture_set: str  # the preregistered fixture variant
+
+
+@dataclass(frozen=True)
+class ResPrereg:
+    protocol: ProtocolHeader
+    model: ModelSpec
+    seeds: dict[str, int]
+    measurement: MeasurementSpec
+    thresholds: dict[str, float]
+    classification: ClassificationSpec
+
+
+PREREG = load_prereg(HERE / "prereg.toml", ResPrereg)
+GATE = classification(PREREG)
+
+# --------------------------------------------------------------------------- prompts
+
+_SYSTEM_COMMON = (
+    "You are auditing who may carry out an action. This is a two-choice task: reply with exactly one "
+    "letter, A or B, and nothing else. Decide only from the CURRENT EXECUTOR's states. The PEER's "
+    "states, the persona badge and the task wording are distractors; ignore them."
+)
+_RULES = {
+    "five_factor": (
+        "The current executor has five pressures: authority, capability, role, commitment and world fact. "
+        "Answer A when at least three of the current executor's pressures SUPPORT the action; otherwise answer B."
+    ),
+    "minimal_owner_indexed": (
+        "The action is permitted only when both the current executor's authorization and capability SUPPORT it; "
+        "otherwise it is blocked. The ACTION CODES line says which letter stands for permitted and which for blocked."
+    ),
+}
+_QUESTION = {
+    "five_factor": "Should the current executor carry out the task? Reply A or B.",
+    "minimal_owner_indexed": "Is the current executor permitted to carry out the task? Reply with its action code, A or B.",
+}
+
+
+def _state(flag: bool) -> str:
+    return "SUPPORTS" if flag else "BLOCKS"
+
+
+def build_chat(row: Mapping[str, Any]) -> list[dict[str, str]]:
+    """System and user messages for one fixture row (the same layout for both conditions)."""
+    condition = row["condition"]
+    states = factor_states(row)
+    lines = [
+        f"TASK: {row['task']}",
+        f"PERSONA: {row['persona']}",
+        "CURRENT EXECUTOR:",
+        *(f"- {name}: {_state(own)}" for name, own, _ in states),
+        "PEER:",
+        *(f"- {name}: {_state(peer)}" for name, _, peer in states),
+    ]
+    if condition == "minimal_owner_indexed":
+        lines.append(f"ACTION CODES: {row['allow_code']} = permitted, {row['block_code']} = blocked")
+    lines.append(_QUESTION[condition])
+    return [
+        {"role": "system", "content": f"{_SYSTEM_COMMON} {_RULES[condition]}"},
+        {"role": "user", "content": "\n".join(lines)},
+    ]
+
+
+# --------------------------------------------------------------------------- the parser
+
+_STANDALONE = re.compile(r"(?<![A-Z])[AB](?![A-Z])")
+
+
+def parse_answer(text: str) -> str | None:
+    """The decision letter of a generation, or None.
+
+    The text is upper-cased; a decision token is an A or B with no ASCII capital
+    letter immediately before or after it.  The answer is accepted only when
+    exactly one such token occurs ("A", "a.", "Answer: B" parse; "AB", "A or
+    B", "A. A" and prose without a standalone letter do not).
+    """
+    found = _STANDALONE.findall(text.upper())
+    return found[0] if len(found) == 1 else None
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class ResRecord:
+    """One fixture item's measurements: a line of ``records.jsonl``."""
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    item_id: str  # "<condition>:<index>", index within the condition (0-31)
+    condition: str  # five_factor or minimal_owner_indexed
+    index: int
+    family_id: str
+    ideal: str  # the gold response letter
+    prompt: str  # the rendered prompt text the model saw
+    prompt_sha256: str
+    prompt_tokens: int | None
+    label_token_ids: tuple[int, ...]  # first token of each label, in label order
+    label_logits: tuple[float, ...]  # their logits at the final prompt position
+    margin: float  # logit[A] - logit[B]
+    logit_choice: str  # A when margin >= 0, else B
+    generation: str  # raw greedy text (special tokens skipped)
+    generation_token_ids: tuple[int, ...]
+    finish_reason: str
+    generation_error: str | None  # a coded backend failure, counted as unparsed
+    parsed: str | None  # parse_answer(generation), None when unparsed
+
+
+def make_record(row: Mapping[str, Any], index: int, prompt: str, response: Any) -> ResRecord:
+    scores = response.scores
+    labels = list(scores.labels)
+    return ResRecord(
+        item_id=f"{row['condition']}:{index:02d}",
+        condition=row["condition"],
+        index=index,
+        family_id=row["family_id"],
+        ideal=gold_label(row),
+        prompt=prompt,
+        prompt_sha256=sha256_bytes(prompt.encode("utf-8")),
+        prompt_tokens=response.prompt_tokens,
+        label_token_ids=tuple(scores.token_ids),
+        label_logits=tuple(scores.logits),
+        margin=scores.logits[labels.index("A")] - scores.logits[labels.index("B")],
+        logit_choice="A" if scores.logits[labels.index("A")] - scores.logits[labels.index("B")] >= 0 else "B",
+        generation=response.text,
+        generation_token_ids=tuple(response.token_ids),
+        finish_reason=response.finish_reason,
+        generation_error=response.error,
+        parsed=None if response.error else parse_answer(response.text),
+    )
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def condition_metrics(records: Sequence[ResRecord]) -> dict[str, float | int | None]:
+    n = len(records)
+    parsed = [r for r in records if r.parsed is not None]
+    return {
+        "items": n,
+        "logit_accuracy": _ratio(sum(r.logit_choice == r.ideal for r in records), n),
+        "generated_accuracy": _ratio(sum(r.parsed == r.ideal for r in records), n),
+        "parser_coverage": _ratio(len(parsed), n),
+        "parsed_accuracy": _ratio(sum(r.parsed == r.ideal for r in parsed), len(parsed)),
+        "agreement": _ratio(sum(r.parsed == r.logit_choice for r in parsed), len(parsed)),
+        "generation_errors": sum(r.generation_error is not None for r in records),
+    }
+
+
+def metrics(records: Sequence[ResRecord]) -> dict[str, float | int | None]:
+    """Flat ``<condition>.<metric>`` values; undefined ratios (no parsed generation) are None."""
+    out: dict[str, float | int | None] = {}
+    for condition in CONDITIONS:
+        for key, value in condition_metrics([r for r in records if r.condition == condition]).items():
+            out[f"{condition}.{key}"] = value
+    return out
+
+
+def finite(values: Mapping[str, Any]) -> dict[str, float]:
+    """The metrics a rule may read (None and non-finite values left out, so a rule reading one errors)."""
+    return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)}

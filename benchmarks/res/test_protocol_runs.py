@@ -1,0 +1,165 @@
+"""End-to-end RES runs through pytester: every classification with a scripted model, and the bundled SmolLM2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.core.rundir import SUITE_ROOT
+
+from .protocol import GATE, HERE
+
+SCENARIO_MODELS = '''
+from dataclasses import dataclass
+
+import models
+from models import Opposite, Oracle, Prose, ScriptedModel
+
+
+@dataclass(frozen=True)
+class ByCondition(models.Policy):
+    five: models.Policy
+    minimal: models.Policy
+
+    def __call__(self, prompt):
+        return (self.minimal if "ACTION CODES" in prompt else self.five)(prompt)
+
+    def describe(self):
+        return {"policy": "ByCondition", "five": self.five.describe(), "minimal": self.minimal.describe()}
+
+
+def right(gold):
+    return Oracle(gold)
+
+
+def wrong(gold):
+    return Opposite(Oracle(gold), ("A", "B"))
+
+
+def scenario(name, scorer, writer):
+    models.register_model(name, "scripted", name, lambda gold, **_: ScriptedModel(name, scorer(gold), writer(gold)))
+
+
+scenario("scripted-res-mismatch", wrong, right)
+scenario("scripted-res-prose", right, lambda gold: Prose("I would need more context before deciding."))
+scenario("scripted-res-five-factor", lambda g: ByCondition(wrong(g), right(g)), lambda g: ByCondition(wrong(g), right(g)))
+scenario("scripted-res-mixed", right, lambda g: ByCondition(right(g), wrong(g)))
+'''
+
+COMPLETENESS = ["test_fixtures_built", "test_logit_scoring_done", "test_greedy_generation_done", "test_parsing_done",
+                "test_fixtures_file_written", "test_records_file_written", "test_summary_file_written"]
+
+
+def run_res(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> tuple[pytest.RunResult, dict[str, Any], Path]:
+    pytester.makepyfile(scenario_models=SCENARIO_MODELS)
+    results = tmp_path / "results"
+    result = pytester.runpytest_subprocess(
+        str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}", f"--results-dir={results}",
+        "-p", "scenario_models", "-p", "no:cacheprovider", *args,
+    )
+    reports = sorted((results / "res").glob("*/report.json"))
+    assert len(reports) == 1, result.stdout.str() + result.stderr.str()
+    return result, json.loads(reports[0].read_text()), reports[0].parent
+
+
+def outcomes(report: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    by_name = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
+    rules = [by_name[f"test_rule[{label}]"] for label in GATE.labels]
+    completeness = {name: by_name[name] for name in COMPLETENESS}
+    return rules, completeness
+
+
+def rescore(run_dir: Path) -> dict[str, Any]:
+    # -S -I: no site-packages and no environment, so the rescorer cannot import anything from the suite.
+    done = subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), str(run_dir)],
+                          capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+P, F, S = "passed", "failed", "skipped"
+
+
+@pytest.mark.parametrize(("model", "expected_label", "pattern"), [
+    ("scripted-oracle", "RESPONSE_INTERFACE_GATE_PASSED", [P, P, P, P, P, S]),
+    ("scripted-constant", "MINIMAL_TASK_CAPABILITY_NOT_ESTABLISHED", [P, P, P, F, S, S]),
+    ("scripted-res-mismatch", "RESPONSE_INTERFACE_MISMATCH", [P, F, S, S, S, S]),
+    ("scripted-res-prose", "GENERATION_RESPONSE_UNPARSEABLE", [F, S, S, S, S, S]),
+    ("scripted-res-five-factor", "FIVE_FACTOR_TASK_CAPABILITY_NOT_ESTABLISHED", [P, P, F, S, S, S]),
+    ("scripted-res-mixed", "MIXED_GATE_OUTCOME", [P, P, P, P, P, F]),
+])
+def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: Path, model: str,
+                                           expected_label: str, pattern: list[str]) -> None:
+    result, report, run_dir = run_res(pytester, tmp_path, "--model", model)
+    rules, completeness = outcomes(report)
+    assert rules == pattern
+    assert set(completeness.values()) == {"passed"}
+    protocol = report["benchmark"]["protocols"]["res"]
+    assert protocol["status"] == "complete"
+    assert protocol["classifications"]["gate"]["outcome"]["label"] == expected_label
+    skipped = [t for t in report["tests"] if t["outcome"] == "skipped"]
+    assert all(f"preempted by {expected_label}" in t["call"]["longrepr"] for t in skipped)
+    assert result.ret == (0 if expected_label == "RESPONSE_INTERFACE_GATE_PASSED" else 1)
+    assert f"  gate: {expected_label} (" in result.stdout.str()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["classification"]["label"] == expected_label
+    assert summary["deviations"] == [f"model {model!r} instead of the preregistered 'Qwen/Qwen2.5-1.5B-Instruct'"]
+    assert rescore(run_dir)["classification"] == expected_label
+
+
+def test_balanced_fixture_set_is_recorded_as_a_deviation(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    _, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--fixture-set", "balanced")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["fixture_set"] == "balanced"
+    assert "fixture set 'balanced' instead of 'preregistered'" in summary["deviations"]
+    assert report["benchmark"]["protocols"]["res"]["provenance"]["extra"]["deviations"] == summary["deviations"]
+    best = {condition: max(table.values()) for condition, table in summary["heuristic_audit"].items()}
+    assert best == {"five_factor": 0.625, "minimal_owner_indexed": 0.6875}
+
+
+def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.Pytester, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    result = pytester.runpytest_subprocess(str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}",
+                                           f"--results-dir={tmp_path / 'results'}", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert "RES cannot run: Qwen/Qwen2.5-1.5B-Instruct@main" in text
+    assert "smollm2-135m-instruct" in text
+    assert "passed" not in result.stdout.str().splitlines()[-1]
+
+
+def test_bundled_smollm2_end_to_end(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """All 64 fixtures, both measurements, on the real bundled model; the rescorer must agree."""
+    start = time.perf_counter()
+    result, report, run_dir = run_res(pytester, tmp_path, "--model", "smollm2-135m-instruct")
+    wall = time.perf_counter() - start
+    rules, completeness = outcomes(report)
+    assert completeness == {name: "passed" for name in COMPLETENESS}, result.stdout.str()
+    protocol = report["benchmark"]["protocols"]["res"]
+    assert protocol["status"] == "complete"
+    label = protocol["classifications"]["gate"]["outcome"]["label"]
+    index = GATE.labels.index(label)
+    fired_passes = GATE.rules[index].passes
+    assert rules[:index] == [P] * index
+    assert rules[index] == (P if fired_passes else F)
+    assert rules[index + 1:] == [S] * (len(rules) - index - 1)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rescored = rescore(run_dir)
+    assert rescored["items"] == 64 and rescored["mismatched_items"] == []
+    assert rescored["classification"] == summary["classification"]["label"] == label
+    for key, value in rescored["metrics"].items():
+        assert summary["metrics"][key] == pytest.approx(value), key
+    provenance = protocol["provenance"]
+    assert provenance["model"]["id"] == "smollm2-135m-instruct"
+    assert provenance["model"]["revision"].startswith("sha256:")
+    for name in ("fixtures.json", "records.jsonl", "summary.json", "provenance.json", "report.json"):
+        assert (run_dir / name).is_file(), name
+    print(f"SmolLM2 RES run: {label} in {wall:.1f} s; metrics {json.dumps(rescored['metrics'], sort_keys=True)}")
