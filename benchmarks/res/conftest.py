@@ -12,7 +12,7 @@ from benchmarks.core import read_ledger
 from benchmarks.core.plugin import benchmark_run
 from fixtures.res import CONDITIONS, RES_VARIANTS, build_res_fixtures, gold_label, heuristic_audit, res_fixture_hash
 
-from .protocol import GATE, HERE, PREREG, ResRecord, build_chat, finite, make_record, metrics
+from .protocol import GATE, HERE, PREREG, ResRecord, build_chat, check_label_tokens, finite, make_record, metrics
 from .summary import build_summary
 
 #: Test modules whose tests run the model (marked cpu or gpu by --device).
@@ -113,18 +113,6 @@ def load_res_model(config: pytest.Config, sets: dict[str, list[dict[str, Any]]])
     return models.load_model(name, **options)
 
 
-def _check_labels(model: models.LanguageModel, labels: tuple[str, ...]) -> None:
-    encode = getattr(model, "encode", None)
-    if encode is None:
-        return
-    ids = [encode(label) for label in labels]
-    if any(len(i) != 1 for i in ids) or len({i[0] for i in ids}) != len(ids):
-        raise models.ModelError(
-            f"the tokenizer of {model.describe().id} does not encode {list(labels)} as single distinct tokens "
-            f"({ids}); first-token scoring is not defined for it"
-        )
-
-
 @pytest.fixture(scope="session")
 def res_run(request: pytest.FixtureRequest):
     return benchmark_run(request.config, HERE)
@@ -160,7 +148,7 @@ def records(request: pytest.FixtureRequest, res_run, fixture_sets) -> list[ResRe
             if todo:
                 model = load_res_model(config, fixture_sets)
                 try:
-                    _check_labels(model, spec.labels)
+                    check_label_tokens(model, spec.labels)
                     described = model.describe().as_dict()
                     previous = res_run.load_provenance()
                     if previous is not None and previous.model.get("revision") != described["revision"]:

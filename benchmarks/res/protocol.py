@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from benchmarks.core import ClassificationSpec, ProtocolHeader, classification, load_prereg, sha256_bytes
 from fixtures.res import CONDITIONS, factor_states, gold_label
+from models import ModelError
 
 HERE = Path(__file__).resolve().parent
 
@@ -106,6 +107,19 @@ def parse_answer(text: str) -> str | None:
     """
     found = _STANDALONE.findall(text.upper())
     return found[0] if len(found) == 1 else None
+
+
+def check_label_tokens(model: Any, labels: Sequence[str]) -> None:
+    """Refuse a tokenizer for which the labels are not single, distinct tokens (scripted models have none)."""
+    encode = getattr(model, "encode", None)
+    if encode is None:
+        return
+    ids = [encode(label) for label in labels]
+    if any(len(i) != 1 for i in ids) or len({i[0] for i in ids}) != len(ids):
+        raise ModelError(
+            f"the tokenizer of {model.describe().id} does not encode {list(labels)} as single distinct tokens "
+            f"({ids}); first-token scoring is not defined for it"
+        )
 
 
 # --------------------------------------------------------------------------- records

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from fixtures.res import CONDITIONS, build_res_fixtures, factor_states
 
-from .protocol import build_chat, parse_answer
+from models import ModelDescription, ModelError
+
+from .protocol import build_chat, check_label_tokens, parse_answer
 
 _spec = importlib.util.spec_from_file_location("res_rescore", Path(__file__).with_name("rescore.py"))
 rescore = importlib.util.module_from_spec(_spec)
@@ -62,3 +64,23 @@ def test_prompt_layout(variant: str) -> None:
                 assert codes == [f"ACTION CODES: {row['allow_code']} = permitted, {row['block_code']} = blocked"]
             else:
                 assert codes == []
+
+
+class _Vocabulary:
+    """A stand-in tokenizer with a fixed table: only the guard's own logic is under test here."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def encode(self, text):
+        return self.table[text]
+
+    def describe(self):
+        return ModelDescription(id="table-tokenizer", revision="0" * 40, backend="test")
+
+
+@pytest.mark.parametrize("table", [{"A": [5, 9], "B": [6]}, {"A": [5], "B": [5]}, {"A": [], "B": [6]}])
+def test_labels_must_be_single_distinct_tokens(table) -> None:
+    with pytest.raises(ModelError, match="single distinct tokens"):
+        check_label_tokens(_Vocabulary(table), ("A", "B"))
+    check_label_tokens(_Vocabulary({"A": [5], "B": [6]}), ("A", "B"))
