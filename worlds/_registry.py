@@ -1,0 +1,44 @@
+"""Registry of world families: refuses duplicates, answers unknown names with close matches."""
+
+from __future__ import annotations
+
+import difflib
+
+from ._errors import FamilyRegistryError
+from ._model import Family
+
+__all__ = ["register_family", "get_family", "family_names"]
+
+_FAMILIES: dict[str, Family] = {}
+
+
+def register_family(family: Family) -> Family:
+    """Register ``family`` under ``family.name``; a taken name is refused."""
+    name = getattr(family, "name", None)
+    if not isinstance(name, str) or not name:
+        raise FamilyRegistryError("a family must have a non-empty str attribute 'name'")
+    if name in _FAMILIES:
+        raise FamilyRegistryError(
+            f"a world family named {name!r} is already registered; choose another name "
+            f"(registered: {', '.join(sorted(_FAMILIES))})"
+        )
+    _FAMILIES[name] = family
+    return family
+
+
+def get_family(name: str) -> Family:
+    """The family registered as ``name``; an unknown name raises with close matches."""
+    try:
+        return _FAMILIES[name]
+    except (KeyError, TypeError):
+        pass
+    close = difflib.get_close_matches(str(name), sorted(_FAMILIES), n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
+    raise FamilyRegistryError(
+        f"unknown world family {name!r}; {hint}available: {', '.join(sorted(_FAMILIES))}"
+    )
+
+
+def family_names() -> tuple[str, ...]:
+    """Registered family names, sorted."""
+    return tuple(sorted(_FAMILIES))
