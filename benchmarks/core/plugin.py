@@ -192,7 +192,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("gpu") is not None:
         reason = _cuda_missing()
         if reason:
-            pytest.skip(f"gpu test needs a CUDA device: {reason}")
+            raise pytest.skip.Exception(f"gpu test needs a CUDA device: {reason}", _use_item_location=True)
 
 
 def _cuda_missing() -> str | None:
