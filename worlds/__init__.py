@@ -1,6 +1,97 @@
-"""Finite certified worlds for Fiction-CWR: world model, world files, checker, enumerator, pair builder.
+"""Finite certified worlds for Fiction-CWR: world model, world files, artifact grammar, strict checker.
+
+A world W = (S, A, T, s0, G, C, B) is data: a TOML file validated against
+``worlds/schema/world.schema.json`` and interpreted by a registered family
+(``token_workshop``, ``schedule``).  ``check(world, text)`` returns a
+``CheckResult`` and never raises on candidate text; ``reference_replay`` is an
+independently written second interpreter for differential replay;
+``enumerate_solutions(world, bounds)`` lists every valid bounded solution.
 
 No language model is used anywhere in this package.
 """
 
-__all__: list[str] = []
+from pathlib import Path
+
+from ._checker import (
+    CheckResult,
+    Status,
+    TraceEntry,
+    canonical_state,
+    check,
+    check_steps,
+)
+from ._enumerate import (
+    Bounds,
+    Enumeration,
+    EnumerationLimitError,
+    enumerate_solutions,
+    grounded_steps,
+)
+from ._errors import CheckerUsageError, FamilyRegistryError, WorldFileError, WorldsError
+from ._grammar import ParseResult, Step, format_steps, parse_candidate
+from ._loader import SCHEMA_VERSION, load_world, world_from_mapping
+from ._model import Budget, Example, Failure, Family, Param, Primitive, Reason, World
+from ._reference import Replay
+from ._reference import replay as reference_replay
+from ._registry import family_names, get_family, register_family
+from ._schedule import Schedule, ScheduleState
+from ._token_workshop import TokenState, TokenWorkshop
+
+#: Folder holding the shipped world files.
+DATA_DIR = Path(__file__).parent / "data"
+#: The published JSON Schema of world files.
+SCHEMA_PATH = Path(__file__).parent / "schema" / "world.schema.json"
+
+register_family(TokenWorkshop())
+register_family(Schedule())
+
+
+def shipped_worlds() -> tuple[Path, ...]:
+    """Paths of the world files shipped under ``worlds/data``, sorted."""
+    return tuple(sorted(DATA_DIR.glob("*.toml")))
+
+
+__all__ = [
+    "DATA_DIR",
+    "SCHEMA_PATH",
+    "SCHEMA_VERSION",
+    "Bounds",
+    "Budget",
+    "CheckResult",
+    "CheckerUsageError",
+    "Enumeration",
+    "EnumerationLimitError",
+    "Example",
+    "Failure",
+    "Family",
+    "FamilyRegistryError",
+    "Param",
+    "ParseResult",
+    "Primitive",
+    "Reason",
+    "Replay",
+    "Schedule",
+    "ScheduleState",
+    "Status",
+    "Step",
+    "TokenState",
+    "TokenWorkshop",
+    "TraceEntry",
+    "World",
+    "WorldFileError",
+    "WorldsError",
+    "canonical_state",
+    "check",
+    "check_steps",
+    "enumerate_solutions",
+    "family_names",
+    "format_steps",
+    "get_family",
+    "grounded_steps",
+    "load_world",
+    "parse_candidate",
+    "reference_replay",
+    "register_family",
+    "shipped_worlds",
+    "world_from_mapping",
+]

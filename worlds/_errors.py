@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 __all__ = [
-    "WorldsError",
-    "WorldFileError",
-    "FamilyRegistryError",
     "CheckerUsageError",
+    "FamilyRegistryError",
+    "WorldFileError",
+    "WorldsError",
 ]
 
 

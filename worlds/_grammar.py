@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ._errors import CheckerUsageError
 
-__all__ = ["Step", "ParseResult", "parse_candidate", "format_steps"]
+__all__ = ["ParseResult", "Step", "format_steps", "parse_candidate"]
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _INT = r"(?:0|[1-9][0-9]*)"
@@ -97,8 +97,13 @@ def _parse_line(s: str, lineno: int) -> Step | tuple[int, str]:
     else:
         while True:
             m = _ARG_RE.match(s, i)
-            if m is None or (m.end() < len(s) and (s[m.end()].isalnum() or s[m.end()] == "_")):
-                return i + 1, "expected an argument: a name or a non-negative integer without leading zeros"
+            if m is None or (
+                m.end() < len(s) and (s[m.end()].isalnum() or s[m.end()] == "_")
+            ):
+                return (
+                    i + 1,
+                    "expected an argument: a name or a non-negative integer without leading zeros",
+                )
             tok = m.group(0)
             args.append(int(tok) if tok[0].isdigit() else tok)
             i = _skip_ws(s, m.end())
@@ -126,7 +131,7 @@ def parse_candidate(text: str) -> ParseResult:
     steps: list[Step] = []
     for idx, raw in enumerate(text.split("\n")):
         lineno = idx + 1
-        s = raw[:-1] if raw.endswith("\r") else raw
+        s = raw.removesuffix("\r")
         stripped = s.strip(_WS)
         if not stripped or stripped.startswith("#"):
             continue

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 __all__ = [
     "INT_TYPE",
     "Budget",
-    "Param",
-    "Primitive",
     "Example",
-    "World",
-    "Reason",
     "Failure",
     "Family",
+    "Param",
+    "Primitive",
+    "Reason",
+    "World",
 ]
 
 #: The parameter type of an integer literal argument (entity types are any other name).
@@ -28,9 +29,13 @@ class Reason(enum.Enum):
     SCHEMA = "schema"  # text leaves the artifact grammar (status MALFORMED)
     UNKNOWN_PRIMITIVE = "unknown_primitive"  # step names no primitive of the world
     UNKNOWN_ENTITY = "unknown_entity"  # an argument names no entity of the world
-    BAD_ARGUMENT = "bad_argument"  # wrong arity, wrong entity type, integer out of range
+    BAD_ARGUMENT = (
+        "bad_argument"  # wrong arity, wrong entity type, integer out of range
+    )
     INAPPLICABLE = "inapplicable"  # preconditions of the step fail in the current state
-    CONSTRAINT_VIOLATION = "constraint_violation"  # a hard invariant/constraint fails after the step
+    CONSTRAINT_VIOLATION = (
+        "constraint_violation"  # a hard invariant/constraint fails after the step
+    )
     GOAL_NOT_MET = "goal_not_met"  # every step legal, goal false in the final state
     OVER_BUDGET = "over_budget"  # step cap, cost cap, inventory cap or horizon exceeded
 
@@ -81,7 +86,7 @@ class Param:
 
 @dataclass(frozen=True)
 class Primitive:
-    """A primitive action in A: its name, typed parameters and a display of its semantics."""
+    """A primitive action in A: its name and typed parameters (the family gives its semantics)."""
 
     name: str
     params: tuple[Param, ...]
@@ -133,12 +138,18 @@ class World:
     initial_state: Any
     examples: tuple[Example, ...] = ()
     source: str = "<mapping>"
-    _entity_index: Mapping[str, str] = field(default=None, repr=False, compare=False, hash=False)  # type: ignore[assignment]
-    _primitive_index: Mapping[str, Primitive] = field(default=None, repr=False, compare=False, hash=False)  # type: ignore[assignment]
+    _entity_index: Mapping[str, str] = field(
+        default=None, repr=False, compare=False, hash=False
+    )  # type: ignore[assignment]
+    _primitive_index: Mapping[str, Primitive] = field(
+        default=None, repr=False, compare=False, hash=False
+    )  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_entity_index", dict(self.entities))
-        object.__setattr__(self, "_primitive_index", {p.name: p for p in self.primitives})
+        object.__setattr__(
+            self, "_primitive_index", {p.name: p for p in self.primitives}
+        )
 
     def entity_type(self, name: str) -> str | None:
         """Type of entity ``name``, or None when the world has no such entity."""
@@ -158,21 +169,30 @@ class Family(Protocol):
     """
 
     name: str
+    #: top-level world-file fields this family adds to the common ones.
+    fields: tuple[str, ...]
+    #: keys this family adds to the [budget] table.
+    budget_fields: tuple[str, ...]
 
     def validate(self, raw: Mapping[str, Any], err) -> None:
         """Check the family-specific fields of a raw world mapping; call ``err(field, problem)``."""
 
-    def build(self, raw: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], tuple[Primitive, ...], Any, Any, tuple[tuple[str, Any], ...]]:
-        """Return (entities, primitives, spec, initial_state, budget_extra) from a validated mapping."""
+    def build(self, raw: Mapping[str, Any]) -> tuple:
+        """From a validated mapping: (entities, primitives, spec, initial_state, budget_extra, entity_types)."""
 
-    def apply(self, world: World, state: Any, name: str, args: tuple) -> tuple[Any, int] | Failure:
+    def apply(
+        self, world: World, state: Any, name: str, args: tuple
+    ) -> tuple[Any, int] | Failure:
         """Applicability and transition: the next state and the step's cost, or an INAPPLICABLE Failure."""
 
     def limits(self, world: World, state: Any) -> Failure | None:
         """Family budget caps (inventory caps, horizon) on a state: OVER_BUDGET Failure or None."""
 
-    def constraints(self, world: World, state: Any) -> Failure | None:
-        """Hard invariants on a state: CONSTRAINT_VIOLATION Failure or None."""
+    def constraints(self, world: World, state: Any, final: bool) -> Failure | None:
+        """Hard invariants on a state: CONSTRAINT_VIOLATION Failure or None.
+
+        ``final`` is true for the end-of-run check, which adds ``final``-scope rules.
+        """
 
     def goal(self, world: World, state: Any) -> bool:
         """Whether the goal G holds in ``state``."""

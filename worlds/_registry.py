@@ -7,7 +7,7 @@ import difflib
 from ._errors import FamilyRegistryError
 from ._model import Family
 
-__all__ = ["register_family", "get_family", "family_names"]
+__all__ = ["family_names", "get_family", "register_family"]
 
 _FAMILIES: dict[str, Family] = {}
 

@@ -8,13 +8,14 @@ consumed), outputs (produced) and a cost.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ._model import Failure, Param, Primitive, Reason, World
 from ._validate import V
 
-__all__ = ["TokenWorkshop", "TokenState", "Recipe", "TokenSpec"]
+__all__ = ["Recipe", "TokenSpec", "TokenState", "TokenWorkshop"]
 
 
 @dataclass(frozen=True, order=True)
@@ -24,7 +25,7 @@ class TokenState:
     inventory: tuple[tuple[str, int], ...]
 
     @classmethod
-    def of(cls, counts: Mapping[str, int]) -> "TokenState":
+    def of(cls, counts: Mapping[str, int]) -> TokenState:
         return cls(tuple(sorted((k, v) for k, v in counts.items() if v > 0)))
 
     def count(self, token: str) -> int:
@@ -81,7 +82,12 @@ class TokenWorkshop:
     # ---- schema ---------------------------------------------------------
     def validate(self, raw: Mapping[str, Any], err) -> None:
         v = V(err)
-        cap = v.int_range(v.table(raw["budget"], "inventory_cap", "budget.inventory_cap"), "budget.inventory_cap", 1, 1000)
+        cap = v.int_range(
+            v.table(raw["budget"], "inventory_cap", "budget.inventory_cap"),
+            "budget.inventory_cap",
+            1,
+            1000,
+        )
         types = v.typed(v.table(raw, "token_types", "token_types"), list, "token_types")
         if not types:
             err("token_types", "must list at least one token type")
@@ -96,11 +102,17 @@ class TokenWorkshop:
             v.name(k, f"tokens.{k}")
             v.typed(tokens[k], str, f"tokens.{k}")
             if tokens[k] not in types:
-                err(f"tokens.{k}", f"type {tokens[k]!r} is not in token_types {sorted(types)}")
+                err(
+                    f"tokens.{k}",
+                    f"type {tokens[k]!r} is not in token_types {sorted(types)}",
+                )
         initial = v.typed(v.table(raw, "initial", "initial"), dict, "initial")
         for k in sorted(initial):
             if k not in tokens:
-                err(f"initial.{k}", f"{k!r} is not a declared token; declare it under [tokens]")
+                err(
+                    f"initial.{k}",
+                    f"{k!r} is not a declared token; declare it under [tokens]",
+                )
             v.int_range(initial[k], f"initial.{k}", 0, cap)
         recipes = v.typed(v.table(raw, "recipes", "recipes"), list, "recipes")
         if not recipes:
@@ -112,10 +124,16 @@ class TokenWorkshop:
             v.only(r, {"name", "params", "inputs", "catalysts", "outputs", "cost"}, p)
             nm = v.name(v.table(r, "name", f"{p}.name"), f"{p}.name")
             if nm in seen:
-                err(f"{p}.name", f"recipe {nm!r} is declared twice; recipe names must be unique")
+                err(
+                    f"{p}.name",
+                    f"recipe {nm!r} is declared twice; recipe names must be unique",
+                )
             seen.add(nm)
             if nm in tokens:
-                err(f"{p}.name", f"{nm!r} is also a token name; primitives and entities need distinct names")
+                err(
+                    f"{p}.name",
+                    f"{nm!r} is also a token name; primitives and entities need distinct names",
+                )
             params = v.typed(r.get("params", []), list, f"{p}.params")
             pnames: set[str] = set()
             for j, prm in enumerate(params):
@@ -124,13 +142,21 @@ class TokenWorkshop:
                 v.only(prm, {"name", "type"}, q)
                 pn = v.name(v.table(prm, "name", f"{q}.name"), f"{q}.name")
                 if pn in pnames or pn in tokens:
-                    err(f"{q}.name", f"{pn!r} repeats a parameter or token name; use a fresh name")
+                    err(
+                        f"{q}.name",
+                        f"{pn!r} repeats a parameter or token name; use a fresh name",
+                    )
                 pnames.add(pn)
                 pt = v.typed(v.table(prm, "type", f"{q}.type"), str, f"{q}.type")
                 if pt not in types:
-                    err(f"{q}.type", f"type {pt!r} is not in token_types {sorted(types)}")
+                    err(
+                        f"{q}.type",
+                        f"type {pt!r} is not in token_types {sorted(types)}",
+                    )
             for part, refs_ok in (("inputs", True), ("outputs", False)):
-                tbl = v.typed(v.table(r, part, f"{p}.{part}", required=(part == "outputs")) or {}, dict, f"{p}.{part}")
+                if part not in r and part == "inputs":
+                    continue
+                tbl = v.typed(v.table(r, part, f"{p}.{part}"), dict, f"{p}.{part}")
                 for k in sorted(tbl):
                     if not (k in tokens or (refs_ok and k in pnames)):
                         what = "a token or a parameter" if refs_ok else "a token"
@@ -142,12 +168,18 @@ class TokenWorkshop:
             for j, c in enumerate(cats):
                 v.typed(c, str, f"{p}.catalysts[{j}]")
                 if c not in tokens and c not in pnames:
-                    err(f"{p}.catalysts[{j}]", f"{c!r} is not a token or a parameter of this recipe")
+                    err(
+                        f"{p}.catalysts[{j}]",
+                        f"{c!r} is not a token or a parameter of this recipe",
+                    )
             if len(set(cats)) != len(cats):
                 err(f"{p}.catalysts", "names a catalyst twice; list each once")
             used = set(r.get("inputs", {})) | set(cats)
             for prm_name in sorted(pnames - used):
-                err(f"{p}.params", f"parameter {prm_name!r} is used by no input or catalyst; remove it")
+                err(
+                    f"{p}.params",
+                    f"parameter {prm_name!r} is used by no input or catalyst; remove it",
+                )
             v.int_range(v.table(r, "cost", f"{p}.cost"), f"{p}.cost", 0, 10**6)
         goal = v.typed(v.table(raw, "goal", "goal"), dict, "goal")
         v.only(goal, {"require"}, "goal")
@@ -165,10 +197,16 @@ class TokenWorkshop:
             v.only(c, {"kind", "scope", "tokens", "limit"}, p)
             kind = v.typed(v.table(c, "kind", f"{p}.kind"), str, f"{p}.kind")
             if kind not in _KINDS:
-                err(f"{p}.kind", f"unknown constraint kind {kind!r}; use one of {', '.join(_KINDS)}")
+                err(
+                    f"{p}.kind",
+                    f"unknown constraint kind {kind!r}; use one of {', '.join(_KINDS)}",
+                )
             scope = v.typed(v.table(c, "scope", f"{p}.scope"), str, f"{p}.scope")
             if scope not in _SCOPES:
-                err(f"{p}.scope", f"unknown scope {scope!r}; use one of {', '.join(_SCOPES)}")
+                err(
+                    f"{p}.scope",
+                    f"unknown scope {scope!r}; use one of {', '.join(_SCOPES)}",
+                )
             toks = v.typed(v.table(c, "tokens", f"{p}.tokens"), list, f"{p}.tokens")
             for j, t in enumerate(toks):
                 v.typed(t, str, f"{p}.tokens[{j}]")
@@ -180,9 +218,15 @@ class TokenWorkshop:
                 v.int_range(v.table(c, "limit", f"{p}.limit"), f"{p}.limit", 0, cap)
             elif kind == "never_together":
                 if len(toks) < 2 or len(set(toks)) != len(toks):
-                    err(f"{p}.tokens", "a never_together constraint names two or more distinct tokens")
+                    err(
+                        f"{p}.tokens",
+                        "a never_together constraint names two or more distinct tokens",
+                    )
                 if "limit" in c:
-                    err(f"{p}.limit", "a never_together constraint takes no limit; remove it")
+                    err(
+                        f"{p}.limit",
+                        "a never_together constraint takes no limit; remove it",
+                    )
 
     def build(self, raw: Mapping[str, Any]):
         tokens = raw["tokens"]
@@ -215,9 +259,14 @@ class TokenWorkshop:
             raw["budget"]["inventory_cap"],
         )
         entities = tuple(sorted(tokens.items()))
-        return entities, tuple(sorted(prims, key=lambda p: p.name)), spec, TokenState.of(raw["initial"]), (
-            ("inventory_cap", raw["budget"]["inventory_cap"]),
-        ), tuple(sorted(raw["token_types"]))
+        return (
+            entities,
+            tuple(sorted(prims, key=lambda p: p.name)),
+            spec,
+            TokenState.of(raw["initial"]),
+            (("inventory_cap", raw["budget"]["inventory_cap"]),),
+            tuple(sorted(raw["token_types"])),
+        )
 
     # ---- semantics ------------------------------------------------------
     def _recipe(self, world: World, name: str) -> Recipe:
@@ -236,10 +285,16 @@ class TokenWorkshop:
         for ref, _ in r.catalysts:
             tok = bind.get(ref, ref)
             if state.count(tok) < need.get(tok, 0) + 1:
-                return Failure(Reason.INAPPLICABLE, f"{name} needs catalyst {tok} present (have {state.count(tok)}, of which {need.get(tok, 0)} consumed)")
+                return Failure(
+                    Reason.INAPPLICABLE,
+                    f"{name} needs catalyst {tok} present (have {state.count(tok)}, of which {need.get(tok, 0)} consumed)",
+                )
         for tok in sorted(need):
             if state.count(tok) < need[tok]:
-                return Failure(Reason.INAPPLICABLE, f"{name} consumes {need[tok]} {tok}, inventory has {state.count(tok)}")
+                return Failure(
+                    Reason.INAPPLICABLE,
+                    f"{name} consumes {need[tok]} {tok}, inventory has {state.count(tok)}",
+                )
         counts = dict(state.inventory)
         for tok, n in need.items():
             counts[tok] = counts.get(tok, 0) - n
@@ -251,7 +306,9 @@ class TokenWorkshop:
         cap = world.spec.inventory_cap
         for tok, n in state.inventory:
             if n > cap:
-                return Failure(Reason.OVER_BUDGET, f"inventory cap {cap} exceeded: {n} {tok}")
+                return Failure(
+                    Reason.OVER_BUDGET, f"inventory cap {cap} exceeded: {n} {tok}"
+                )
         return None
 
     def constraints(self, world: World, state: TokenState, final: bool):
@@ -259,9 +316,15 @@ class TokenWorkshop:
             if scope == "final" and not final:
                 continue
             if kind == "at_most" and state.count(toks[0]) > limit:
-                return Failure(Reason.CONSTRAINT_VIOLATION, f"at_most {limit} {toks[0]} ({scope}) violated: have {state.count(toks[0])}")
+                return Failure(
+                    Reason.CONSTRAINT_VIOLATION,
+                    f"at_most {limit} {toks[0]} ({scope}) violated: have {state.count(toks[0])}",
+                )
             if kind == "never_together" and all(state.count(t) > 0 for t in toks):
-                return Failure(Reason.CONSTRAINT_VIOLATION, f"never_together {', '.join(toks)} ({scope}) violated")
+                return Failure(
+                    Reason.CONSTRAINT_VIOLATION,
+                    f"never_together {', '.join(toks)} ({scope}) violated",
+                )
         return None
 
     def goal(self, world: World, state: TokenState) -> bool:

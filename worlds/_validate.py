@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["NAME_PATTERN", "V"]
 
@@ -31,7 +32,9 @@ class V:
             self.err(field, f"must be {_TYPE_WORDS[kind]}, got {type(value).__name__}")
         return value
 
-    def table(self, raw: Mapping[str, Any], key: str, field: str, required: bool = True) -> Any:
+    def table(
+        self, raw: Mapping[str, Any], key: str, field: str, required: bool = True
+    ) -> Any:
         if key not in raw:
             if required:
                 self.err(field, "is required but missing")
@@ -41,7 +44,10 @@ class V:
     def only(self, raw: Mapping[str, Any], allowed: set[str], prefix: str) -> None:
         for k in sorted(raw):
             if k not in allowed:
-                self.err(_join(prefix, k), f"is not a known field here; allowed: {', '.join(sorted(allowed))}")
+                self.err(
+                    _join(prefix, k),
+                    f"is not a known field here; allowed: {', '.join(sorted(allowed))}",
+                )
 
     def name(self, value: Any, field: str) -> str:
         self.typed(value, str, field)
