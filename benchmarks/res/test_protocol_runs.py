@@ -163,3 +163,12 @@ def test_bundled_smollm2_end_to_end(pytester: pytest.Pytester, tmp_path: Path) -
     for name in ("fixtures.json", "records.jsonl", "summary.json", "provenance.json", "report.json"):
         assert (run_dir / name).is_file(), name
     print(f"SmolLM2 RES run: {label} in {wall:.1f} s; metrics {json.dumps(rescored['metrics'], sort_keys=True)}")
+
+
+def test_two_xdist_workers_share_one_measurement(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Under -n 2 one worker measures under the run's lock; the other reads the same 64 records."""
+    result, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "-n", "2")
+    rules, completeness = outcomes(report)
+    assert rules == [P, P, P, P, P, S] and set(completeness.values()) == {"passed"}
+    lines = (run_dir / "records.jsonl").read_text().splitlines()
+    assert len(lines) == 64 == len({json.loads(line)["item_id"] for line in lines})
