@@ -5,7 +5,10 @@ A world W = (S, A, T, s0, G, C, B) is data: a TOML file validated against
 (``token_workshop``, ``schedule``).  ``check(world, text)`` returns a
 ``CheckResult`` and never raises on candidate text; ``reference_replay`` is an
 independently written second interpreter for differential replay;
-``enumerate_solutions(world, bounds)`` lists every valid bounded solution.
+``enumerate_solutions(world, bounds)`` lists every valid bounded solution;
+``motif_signature`` and ``solution_classes`` group solutions up to
+independent-step order and renaming; ``instantiate_replica``,
+``abstract_fingerprint`` and ``copy_solves`` are first pieces of F/C pairs.
 
 No language model is used anywhere in this package.
 """
@@ -31,10 +34,19 @@ from ._errors import CheckerUsageError, FamilyRegistryError, WorldFileError, Wor
 from ._grammar import ParseResult, Step, format_steps, parse_candidate
 from ._loader import SCHEMA_VERSION, load_world, world_from_mapping
 from ._model import Budget, Example, Failure, Family, Param, Primitive, Reason, World
+from ._pairs import (
+    Fingerprint,
+    Replica,
+    abstract_fingerprint,
+    copy_solves,
+    instantiate_replica,
+    rename_mapping,
+)
 from ._reference import Replay
 from ._reference import replay as reference_replay
 from ._registry import family_names, get_family, register_family
 from ._schedule import Schedule, ScheduleState
+from ._signature import dependent, motif_signature, solution_classes
 from ._token_workshop import TokenState, TokenWorkshop
 
 #: Folder holding the shipped world files.
@@ -65,11 +77,13 @@ __all__ = [
     "Failure",
     "Family",
     "FamilyRegistryError",
+    "Fingerprint",
     "Param",
     "ParseResult",
     "Primitive",
     "Reason",
     "Replay",
+    "Replica",
     "Schedule",
     "ScheduleState",
     "Status",
@@ -80,18 +94,25 @@ __all__ = [
     "World",
     "WorldFileError",
     "WorldsError",
+    "abstract_fingerprint",
     "canonical_state",
     "check",
     "check_steps",
+    "copy_solves",
+    "dependent",
     "enumerate_solutions",
     "family_names",
     "format_steps",
     "get_family",
     "grounded_steps",
+    "instantiate_replica",
     "load_world",
+    "motif_signature",
     "parse_candidate",
     "reference_replay",
     "register_family",
+    "rename_mapping",
     "shipped_worlds",
+    "solution_classes",
     "world_from_mapping",
 ]
