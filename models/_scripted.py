@@ -8,6 +8,7 @@ on order.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
 import random
@@ -22,11 +23,12 @@ def _rng(seed: int, *parts: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-class Policy:
+class Policy(abc.ABC):
     """Maps a prompt text to an answer text.  ``describe`` names it for the model's revision hash."""
 
+    @abc.abstractmethod
     def __call__(self, prompt: str) -> str:
-        raise NotImplementedError
+        """The answer for ``prompt``."""
 
     def describe(self) -> dict[str, Any]:
         return {"policy": type(self).__name__}

@@ -35,7 +35,7 @@ from worlds import reference_replay as replay
 from worlds._model import INT_TYPE
 from worlds._schedule import ScheduleState
 
-from ._worlds import SHIPPED, raw
+from ._worlds import SHIPPED, TINY_SCHEDULE, raw
 
 # ---------------------------------------------------------------------------
 # Certification worlds: the shipped ones plus two tiny worlds that reach the
@@ -80,25 +80,7 @@ CERT_TOKEN = {
 }
 
 #: the tiny schedule world of ``test_enumerate`` (precedence, no_overlap, horizon).
-CERT_SCHEDULE = {
-    "schema_version": 1,
-    "id": "SCH-C01",
-    "family": "schedule",
-    "title": "three unit tasks on two machines",
-    "machine_kinds": ["bench"],
-    "budget": {"max_steps": 3, "max_cost": 4, "horizon": 3},
-    "machines": {
-        "m1": {"kind": "bench", "rate": 1},
-        "m2": {"kind": "bench", "rate": 2},
-    },
-    "tasks": [
-        {"name": "p", "duration": 1, "kind": "bench"},
-        {"name": "q", "duration": 1, "kind": "bench", "after": ["p"]},
-        {"name": "r", "duration": 1, "kind": "bench"},
-    ],
-    "goal": {"scheduled": ["p", "q", "r"]},
-    "constraints": [{"kind": "no_overlap", "tasks": ["p", "r"]}],
-}
+CERT_SCHEDULE = dict(TINY_SCHEDULE, id="SCH-C01")
 
 
 def cert_worlds() -> dict[str, tuple[worlds.World, dict]]:

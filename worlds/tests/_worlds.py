@@ -24,3 +24,24 @@ def example_cases() -> list[tuple[str, str]]:
         w = worlds.load_world(p)
         out.extend((p.stem, e.name) for e in w.examples)
     return sorted(out)
+
+#: A schedule world small enough for exhaustive checks (three unit tasks, two machines).
+TINY_SCHEDULE = {
+    "schema_version": 1,
+    "id": "SCH-T01",
+    "family": "schedule",
+    "title": "three unit tasks on two machines",
+    "machine_kinds": ["bench"],
+    "budget": {"max_steps": 3, "max_cost": 4, "horizon": 3},
+    "machines": {
+        "m1": {"kind": "bench", "rate": 1},
+        "m2": {"kind": "bench", "rate": 2},
+    },
+    "tasks": [
+        {"name": "p", "duration": 1, "kind": "bench"},
+        {"name": "q", "duration": 1, "kind": "bench", "after": ["p"]},
+        {"name": "r", "duration": 1, "kind": "bench"},
+    ],
+    "goal": {"scheduled": ["p", "q", "r"]},
+    "constraints": [{"kind": "no_overlap", "tasks": ["p", "r"]}],
+}

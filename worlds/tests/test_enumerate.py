@@ -19,27 +19,8 @@ from worlds import (
 )
 from worlds import reference_replay as replay
 
-from ._worlds import SHIPPED, SHIPPED_IDS, raw
+from ._worlds import SHIPPED, SHIPPED_IDS, TINY_SCHEDULE, raw
 
-TINY_SCHEDULE = {
-    "schema_version": 1,
-    "id": "SCH-T01",
-    "family": "schedule",
-    "title": "three unit tasks on two machines",
-    "machine_kinds": ["bench"],
-    "budget": {"max_steps": 3, "max_cost": 4, "horizon": 3},
-    "machines": {
-        "m1": {"kind": "bench", "rate": 1},
-        "m2": {"kind": "bench", "rate": 2},
-    },
-    "tasks": [
-        {"name": "p", "duration": 1, "kind": "bench"},
-        {"name": "q", "duration": 1, "kind": "bench", "after": ["p"]},
-        {"name": "r", "duration": 1, "kind": "bench"},
-    ],
-    "goal": {"scheduled": ["p", "q", "r"]},
-    "constraints": [{"kind": "no_overlap", "tasks": ["p", "r"]}],
-}
 
 
 def _brute_force(world, raw_map=None):

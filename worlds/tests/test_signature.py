@@ -16,6 +16,7 @@ from worlds import (
     load_world,
     motif_signature,
     parse_candidate,
+    rename_mapping,
     solution_classes,
     world_from_mapping,
 )
@@ -32,35 +33,6 @@ SOLUTIONS = {k: enumerate_solutions(w).solutions for k, w in WORLDS.items()}
 
 def _text(sol) -> str:
     return "".join(s + "\n" for s in sol)
-
-
-def _rename_world(m: dict, ent: dict, prim: dict) -> dict:
-    """A consistently renamed copy of a world mapping (examples dropped: their text names things)."""
-    m = copy.deepcopy(m)
-    m.pop("examples", None)
-    if m["family"] == "token_workshop":
-        m["tokens"] = {ent[k]: v for k, v in m["tokens"].items()}
-        m["initial"] = {ent[k]: v for k, v in m["initial"].items()}
-        for r in m["recipes"]:
-            r["name"] = prim[r["name"]]
-            for part in ("inputs", "outputs"):
-                if part in r:
-                    r[part] = {ent.get(k, k): v for k, v in r[part].items()}
-            if "catalysts" in r:
-                r["catalysts"] = [ent.get(c, c) for c in r["catalysts"]]
-        m["goal"]["require"] = {ent[k]: v for k, v in m["goal"]["require"].items()}
-        for c in m.get("constraints", []):
-            c["tokens"] = [ent[t] for t in c["tokens"]]
-    else:
-        m["machines"] = {ent[k]: v for k, v in m["machines"].items()}
-        for t in m["tasks"]:
-            t["name"] = ent[t["name"]]
-            if "after" in t:
-                t["after"] = [ent[a] for a in t["after"]]
-        m["goal"]["scheduled"] = [ent[t] for t in m["goal"]["scheduled"]]
-        for c in m.get("constraints", []):
-            c["tasks"] = [ent[t] for t in c["tasks"]]
-    return m
 
 
 def _rename_solution(sol, ent: dict, prim: dict) -> tuple[str, ...]:
@@ -87,7 +59,7 @@ def _renaming(draw, stem):
 def test_signature_is_invariant_under_consistent_renaming(data):
     stem = data.draw(st.sampled_from(sorted(WORLDS)))
     ent, prim = data.draw(_renaming(stem))
-    renamed = world_from_mapping(_rename_world(RAWS[stem], ent, prim))
+    renamed = world_from_mapping(rename_mapping(RAWS[stem], ent, prim))
     for sol in SOLUTIONS[stem]:
         new = _rename_solution(sol, ent, prim)
         assert check(renamed, _text(new)).status is Status.VALID
