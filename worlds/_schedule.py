@@ -158,17 +158,8 @@ class Schedule:
             p = f"constraints[{i}]"
             v.typed(c, dict, p)
             v.only(c, {"kind", "tasks", "by"}, p)
-            kind = v.typed(v.table(c, "kind", f"{p}.kind"), str, f"{p}.kind")
-            if kind not in _KINDS:
-                err(
-                    f"{p}.kind",
-                    f"unknown constraint kind {kind!r}; use one of {', '.join(_KINDS)}",
-                )
-            ts = v.typed(v.table(c, "tasks", f"{p}.tasks"), list, f"{p}.tasks")
-            for j, a in enumerate(ts):
-                v.typed(a, str, f"{p}.tasks[{j}]")
-                if a not in names:
-                    err(f"{p}.tasks[{j}]", f"{a!r} is not a declared task")
+            kind = v.choice(c, "kind", f"{p}.kind", _KINDS, "constraint kind")
+            ts = v.refs(c, "tasks", f"{p}.tasks", names, "task")
             if kind == "deadline":
                 if len(ts) != 1:
                     err(f"{p}.tasks", "a deadline constraint names exactly one task")

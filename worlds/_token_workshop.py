@@ -195,23 +195,9 @@ class TokenWorkshop:
             p = f"constraints[{i}]"
             v.typed(c, dict, p)
             v.only(c, {"kind", "scope", "tokens", "limit"}, p)
-            kind = v.typed(v.table(c, "kind", f"{p}.kind"), str, f"{p}.kind")
-            if kind not in _KINDS:
-                err(
-                    f"{p}.kind",
-                    f"unknown constraint kind {kind!r}; use one of {', '.join(_KINDS)}",
-                )
-            scope = v.typed(v.table(c, "scope", f"{p}.scope"), str, f"{p}.scope")
-            if scope not in _SCOPES:
-                err(
-                    f"{p}.scope",
-                    f"unknown scope {scope!r}; use one of {', '.join(_SCOPES)}",
-                )
-            toks = v.typed(v.table(c, "tokens", f"{p}.tokens"), list, f"{p}.tokens")
-            for j, t in enumerate(toks):
-                v.typed(t, str, f"{p}.tokens[{j}]")
-                if t not in tokens:
-                    err(f"{p}.tokens[{j}]", f"{t!r} is not a declared token")
+            kind = v.choice(c, "kind", f"{p}.kind", _KINDS, "constraint kind")
+            v.choice(c, "scope", f"{p}.scope", _SCOPES, "scope")
+            toks = v.refs(c, "tokens", f"{p}.tokens", tokens, "token")
             if kind == "at_most":
                 if len(toks) != 1:
                     err(f"{p}.tokens", "an at_most constraint names exactly one token")

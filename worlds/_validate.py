@@ -55,6 +55,22 @@ class V:
             self.err(field, f"{value!r} is not a name; use [A-Za-z_][A-Za-z0-9_]*")
         return value
 
+    def choice(self, raw: Mapping[str, Any], key: str, field: str, options: tuple[str, ...], what: str) -> str:
+        """A required string field whose value is one of ``options``."""
+        value = self.typed(self.table(raw, key, field), str, field)
+        if value not in options:
+            self.err(field, f"unknown {what} {value!r}; use one of {', '.join(options)}")
+        return value
+
+    def refs(self, raw: Mapping[str, Any], key: str, field: str, declared: Any, what: str) -> list:
+        """A required list of names, each one of the ``declared`` ``what``s."""
+        names = self.typed(self.table(raw, key, field), list, field)
+        for j, name in enumerate(names):
+            self.typed(name, str, f"{field}[{j}]")
+            if name not in declared:
+                self.err(f"{field}[{j}]", f"{name!r} is not a declared {what}")
+        return names
+
     def int_range(self, value: Any, field: str, lo: int, hi: int | None = None) -> int:
         self.typed(value, int, field)
         if value < lo or (hi is not None and value > hi):

@@ -13,6 +13,7 @@ checker through ``worlds._checker`` at call time, so a patch is seen.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import random
@@ -91,6 +92,14 @@ def cert_worlds() -> dict[str, tuple[worlds.World, dict]]:
         out[m["id"]] = (world_from_mapping(m), m)
     for m in (CERT_TOKEN, CERT_SCHEDULE):
         out[m["id"]] = (world_from_mapping(m), m)
+    return out
+
+
+def cert_raws() -> dict[str, dict]:
+    """Raw mappings of the shipped worlds (by file stem) and of the two certification worlds."""
+    out = {p.stem: raw(p.stem) for p in SHIPPED}
+    out["tw_c01"] = copy.deepcopy(CERT_TOKEN)
+    out["sch_c01"] = copy.deepcopy(CERT_SCHEDULE)
     return out
 
 

@@ -16,12 +16,9 @@ from worlds import (
     world_from_mapping,
 )
 
-from ._mutants import CERT_SCHEDULE, CERT_TOKEN
-from ._worlds import SHIPPED, raw
+from ._mutants import CERT_TOKEN, cert_raws
 
-BASES = {p.stem: raw(p.stem) for p in SHIPPED}
-BASES["tw_c01"] = copy.deepcopy(CERT_TOKEN)
-BASES["sch_c01"] = copy.deepcopy(CERT_SCHEDULE)
+BASES = cert_raws()
 BASE_WORLDS = {k: world_from_mapping(v) for k, v in BASES.items()}
 BASE_PRINTS = {k: abstract_fingerprint(w) for k, w in BASE_WORLDS.items()}
 

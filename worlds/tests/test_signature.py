@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 
 import pytest
 from hypothesis import given, settings
@@ -21,12 +20,10 @@ from worlds import (
     world_from_mapping,
 )
 
-from ._mutants import CERT_SCHEDULE, CERT_TOKEN
-from ._worlds import SHIPPED, raw
+from ._mutants import cert_raws
+from ._worlds import SHIPPED
 
-RAWS = {p.stem: raw(p.stem) for p in SHIPPED}
-RAWS["tw_c01"] = copy.deepcopy(CERT_TOKEN)
-RAWS["sch_c01"] = copy.deepcopy(CERT_SCHEDULE)
+RAWS = cert_raws()
 WORLDS = {k: world_from_mapping(v) for k, v in RAWS.items()}
 SOLUTIONS = {k: enumerate_solutions(w).solutions for k, w in WORLDS.items()}
 
