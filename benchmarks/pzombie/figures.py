@@ -1,0 +1,87 @@
+"""The run's two figures, written as PNG into the run directory (matplotlib, Agg backend).
+
+* ``zone_entropy_by_category.png``: mean zone entropy H per category, one bar
+  group per preset, error bars one standard deviation, the maximum log2(zones)
+  drawn as a dashed line.
+* ``entropy_vs_td.png``: H against token diversity TD per prompt, one panel per
+  preset, points coloured by category, with the least-squares line and R squared.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .protocol import CATEGORIES, PRESET_PREFIX, ZONES, PzRecord
+
+FIGURES = ("zone_entropy_by_category.png", "entropy_vs_td.png")
+_COLOURS = {"math": "#1f77b4", "logic": "#ff7f0e", "creative": "#2ca02c", "synthesis": "#d62728"}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _sd(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    m = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - m) ** 2 for v in values) / (len(values) - 1))
+
+
+def write_figures(run_dir: Path, records: Sequence[PzRecord], values: Mapping[str, Any], scale: str) -> list[Path]:
+    """Draw both figures from the records; returns the written paths."""
+    plt = _pyplot()
+    presets = list(PRESET_PREFIX)
+    ok = [r for r in records if r.error is None and r.zone_entropy is not None]
+    written = []
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    width = 0.8 / len(presets)
+    for i, preset in enumerate(presets):
+        groups = [[r.zone_entropy for r in ok if r.preset == preset and r.category == c] for c in CATEGORIES]
+        means = [math.fsum(g) / len(g) if g else 0.0 for g in groups]
+        xs = [j + (i - (len(presets) - 1) / 2) * width for j in range(len(CATEGORIES))]
+        eta = values.get(f"{PRESET_PREFIX[preset]}.eta_squared", math.nan)
+        ax.bar(xs, means, width, yerr=[_sd(g) for g in groups], capsize=3,
+               label=f"{preset} (eta^2 = {eta:.3f})", alpha=0.85)
+    ax.axhline(math.log2(len(ZONES)), color="grey", linestyle="--", linewidth=1, label=f"log2 {len(ZONES)} (maximum)")
+    ax.set_xticks(range(len(CATEGORIES)), list(CATEGORIES))
+    ax.set_ylabel("zone entropy H (bits), last step")
+    ax.set_title(f"P-Zombie {scale}: zone entropy by category (mean +/- 1 sd)")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path = run_dir / FIGURES[0]
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+    fig, axes = plt.subplots(1, len(presets), figsize=(5.0 * len(presets), 4.2), squeeze=False)
+    for ax, preset in zip(axes[0], presets):
+        prefix = PRESET_PREFIX[preset]
+        for c in CATEGORIES:
+            pts = [(r.token_diversity, r.zone_entropy) for r in ok if r.preset == preset and r.category == c]
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=16, color=_COLOURS.get(c), label=c)
+        slope, intercept = values.get(f"{prefix}.slope_td", math.nan), values.get(f"{prefix}.intercept_td", math.nan)
+        tds = [r.token_diversity for r in ok if r.preset == preset]
+        if tds and math.isfinite(slope) and math.isfinite(intercept):
+            lo, hi = min(tds), max(tds)
+            ax.plot([lo, hi], [intercept + slope * lo, intercept + slope * hi], color="black", linewidth=1)
+        r2 = values.get(f"{prefix}.r_squared_td", math.nan)
+        ax.set_title(f"{preset}: R^2(TD -> H) = {r2:.3f}")
+        ax.set_xlabel("token diversity TD (input)")
+        ax.set_ylabel("zone entropy H (bits)")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"P-Zombie {scale}: zone entropy against token diversity")
+    fig.tight_layout()
+    path = run_dir / FIGURES[1]
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+    return written

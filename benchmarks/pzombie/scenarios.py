@@ -1,0 +1,135 @@
+"""Synthetic per-prompt records with a chosen shape, for checking the metrics and rules.
+
+A scenario fixes, per preset, how the zone entropy depends on the category
+and on the token diversity.  Records are built with the same fields a model
+run writes (zone weights whose entropy is the recorded H, input token ids
+whose diversity is the recorded TD), so they pass through the same metrics,
+rules, rescorer and figures.  They never stand in for a model run: they check
+that each classification is reached when the data have that shape.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from fixtures.pzombie import measured_prompts
+
+from .protocol import PRESET_PREFIX, ZONES, PzRecord, token_diversity, unit_id, zone_entropy_bits
+
+#: Length of the synthetic inputs; TD takes values k / INPUT_TOKENS.
+INPUT_TOKENS = 40
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How the sharpness of one preset's routing is drawn.
+
+    The router's logits are ``sharpness * g`` for a fixed random direction g;
+    sharpness = category_level[category] + td_coupling * (TD - 0.7) + noise.
+    Larger sharpness means lower entropy.
+    """
+
+    category_level: Mapping[str, float]
+    td_coupling: float = 0.0
+    noise: float = 0.3
+    category_td: Mapping[str, float] = field(default_factory=dict)  # mean TD per category (default 0.7)
+    td_spread: float = 0.08
+
+
+FLAT = {"math": 1.5, "logic": 1.5, "creative": 1.5, "synthesis": 1.5}
+
+#: Named shapes: (ACTIVE_MANIFOLD, BASELINE) and the classification each should reach.
+SCENARIOS: dict[str, tuple[Shape, Shape]] = {
+    # categories differ, token diversity plays no part; the baseline is flat
+    "confirmed": (Shape({"math": 3.0, "logic": 2.0, "creative": 0.6, "synthesis": 1.0}), Shape(FLAT)),
+    # H is a function of TD, and TD differs by category: differentiation explained by tokens
+    "token_driven": (
+        Shape(FLAT, td_coupling=-12.0, noise=0.05,
+              category_td={"math": 0.55, "logic": 0.65, "creative": 0.8, "synthesis": 0.9}, td_spread=0.05),
+        Shape(FLAT),
+    ),
+    # categories differ and TD explains part of it
+    "ambiguous": (
+        Shape({"math": 2.4, "logic": 1.8, "creative": 1.2, "synthesis": 1.2}, td_coupling=-5.0, noise=0.3,
+              td_spread=0.1),
+        Shape(FLAT),
+    ),
+    # no categorical differentiation under either preset; the baseline happens to vary more
+    "flat": (Shape(FLAT, noise=0.4), Shape({"math": 2.5, "logic": 1.5, "creative": 0.8, "synthesis": 1.5}, noise=0.4)),
+}
+
+EXPECTED: dict[str, dict[str, str]] = {
+    "confirmed": {"token_control": "ANTI-P-ZOMBIE", "combined": "ANTI_P_ZOMBIE_CONFIRMED",
+                  "eta2_target": "ETA2_TARGET_MET", "h2": "H2_SUPPORTED"},
+    "token_driven": {"token_control": "P-ZOMBIE", "combined": "ETA2_HIGH_TOKEN_CONTROL_FAIL",
+                     "eta2_target": "ETA2_TARGET_MET", "h2": "H2_SUPPORTED"},
+    "ambiguous": {"token_control": "AMBIGUOUS", "combined": "ETA2_HIGH_TOKEN_CONTROL_FAIL",
+                  "eta2_target": "ETA2_TARGET_MET", "h2": "H2_SUPPORTED"},
+    "flat": {"token_control": "ANTI-P-ZOMBIE", "combined": "ETA2_BELOW_THRESHOLD",
+             "eta2_target": "ETA2_TARGET_NOT_MET", "h2": "A2_NOT_REJECTED"},
+}
+
+
+def _input_ids(rng: random.Random, td: float) -> list[int]:
+    distinct = min(INPUT_TOKENS, max(2, round(td * INPUT_TOKENS)))
+    ids = list(range(2, 2 + distinct))
+    ids += [rng.choice(ids) for _ in range(INPUT_TOKENS - distinct)]
+    rng.shuffle(ids)
+    return ids
+
+
+def _weights(sharpness: float, direction: list[float]) -> list[float]:
+    logits = [sharpness * g for g in direction]
+    top = max(logits)
+    raw = [math.exp(v - top) for v in logits]
+    total = math.fsum(raw)
+    return [v / total for v in raw]
+
+
+def synthetic_records(name: str, seed: int = 8, *, errors: int = 0) -> list[PzRecord]:
+    """Records for every preset and measured prompt under the scenario ``name``.
+
+    ``errors`` turns the first that many ACTIVE_MANIFOLD prompts into coded
+    error records (``timeout``), as a killed prompt process leaves them.
+    """
+    shapes = dict(zip(PRESET_PREFIX, SCENARIOS[name]))
+    rng = random.Random(seed)
+    direction = [rng.gauss(0.0, 1.0) for _ in ZONES]
+    records = []
+    for preset, shape in shapes.items():
+        for index, row in enumerate(measured_prompts()):
+            category = row["category"]
+            td_mean = shape.category_td.get(category, 0.7)
+            ids = _input_ids(rng, min(1.0, max(0.1, rng.gauss(td_mean, shape.td_spread))))
+            td = token_diversity(ids)
+            sharp = shape.category_level[category] + shape.td_coupling * (td - 0.7) + rng.gauss(0.0, shape.noise)
+            weights = _weights(max(0.0, sharp), direction)
+            failed = preset == next(iter(shapes)) and index < errors
+            records.append(PzRecord(
+                unit_id=unit_id(preset, row["prompt_id"]),
+                preset=preset,
+                prompt_id=row["prompt_id"],
+                category=category,
+                prompt=row["text"],
+                rendered_prompt=f"<synthetic>{row['text']}",
+                input_token_ids=tuple(ids),
+                token_diversity=td,
+                zone_weights=None if failed else tuple(weights),
+                zone_weights_mean=None if failed else tuple(weights),
+                zone_entropy=None if failed else zone_entropy_bits(weights),
+                zone=None if failed else ZONES[max(range(len(ZONES)), key=weights.__getitem__)],
+                kurtosis=() if failed else (300.0 + 10 * sharp,),
+                phi=() if failed else (0.9,),
+                completion="",
+                completion_token_ids=(),
+                new_tokens=0,
+                finish_reason="error" if failed else "length",
+                error="timeout" if failed else None,
+                error_detail="synthetic timeout" if failed else None,
+                seconds=0.0,
+                extra={"synthetic_scenario": name},
+            ))
+    return records
