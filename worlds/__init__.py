@@ -8,7 +8,9 @@ independently written second interpreter for differential replay;
 ``enumerate_solutions(world, bounds)`` lists every valid bounded solution;
 ``motif_signature`` and ``solution_classes`` group solutions up to
 independent-step order and renaming; ``instantiate_replica``,
-``abstract_fingerprint`` and ``copy_solves`` are first pieces of F/C pairs.
+``abstract_fingerprint`` and ``copy_solves`` compare replicas;
+``build_showcase_pairs`` builds the F/C pairs (``Pair``, ``PairSide``) with
+their manifests, and ``render_world`` writes a world as handbook text.
 
 No language model is used anywhere in this package.
 """
@@ -42,11 +44,38 @@ from ._pairs import (
     instantiate_replica,
     rename_mapping,
 )
+from ._construct import (
+    MOTIF_REQUIRED,
+    WITNESS_ONLY,
+    Demonstration,
+    Pair,
+    PairConstructionError,
+    PairSide,
+    PairSpec,
+    PrimitiveExample,
+    build_pair,
+    copy_audit,
+    isomorphism_certificate,
+    load_pair_spec,
+    production_edges,
+    reachable_graph,
+    render_prompt,
+)
+from ._manifest import (
+    MANIFEST_SCHEMA_PATH,
+    TOKENIZERS,
+    build_manifest,
+    manifest_digest,
+    prompt_token_counts,
+    validate_manifest,
+)
 from ._reference import Replay
 from ._reference import replay as reference_replay
 from ._registry import family_names, get_family, register_family
+from ._render import GRAMMAR_TEXT, format_state, render_world
 from ._schedule import Schedule, ScheduleState
 from ._signature import dependent, motif_signature, solution_classes
+from ._showcase import PAIRS_DIR, build_pair_from_file, build_showcase_pairs, pair_spec_paths
 from ._token_workshop import TokenState, TokenWorkshop
 
 #: Folder holding the shipped world files.
@@ -64,6 +93,34 @@ def shipped_worlds() -> tuple[Path, ...]:
 
 
 __all__ = [
+    "GRAMMAR_TEXT",
+    "MANIFEST_SCHEMA_PATH",
+    "MOTIF_REQUIRED",
+    "PAIRS_DIR",
+    "TOKENIZERS",
+    "WITNESS_ONLY",
+    "Demonstration",
+    "Pair",
+    "PairConstructionError",
+    "PairSide",
+    "PairSpec",
+    "PrimitiveExample",
+    "build_manifest",
+    "build_pair",
+    "build_pair_from_file",
+    "build_showcase_pairs",
+    "copy_audit",
+    "format_state",
+    "isomorphism_certificate",
+    "load_pair_spec",
+    "manifest_digest",
+    "pair_spec_paths",
+    "production_edges",
+    "prompt_token_counts",
+    "reachable_graph",
+    "render_prompt",
+    "render_world",
+    "validate_manifest",
     "DATA_DIR",
     "SCHEMA_PATH",
     "SCHEMA_VERSION",

@@ -16,7 +16,7 @@ import copy
 import random
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._checker import Status, check
@@ -38,19 +38,29 @@ __all__ = [
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def rename_mapping(raw: Mapping[str, Any], ent: Mapping[str, str], prim: Mapping[str, str]) -> dict:
-    """A copy of a world mapping with entities renamed by ``ent`` and recipes by ``prim``.
+def rename_mapping(
+    raw: Mapping[str, Any],
+    ent: Mapping[str, str],
+    prim: Mapping[str, str],
+    types: Mapping[str, str] | None = None,
+) -> dict:
+    """A copy of a world mapping with entities renamed by ``ent``, recipes by ``prim``
+    and token types / machine kinds by ``types``.
 
     Examples are dropped (their text names the old labels). Names absent from
     a map are kept (recipe parameter names, the schedule primitive ``start``).
     """
+    ty = dict(types or {})
     m = copy.deepcopy(dict(raw))
     m.pop("examples", None)
     if m["family"] == "token_workshop":
-        m["tokens"] = {ent[k]: v for k, v in m["tokens"].items()}
+        m["token_types"] = [ty.get(t, t) for t in m["token_types"]]
+        m["tokens"] = {ent[k]: ty.get(v, v) for k, v in m["tokens"].items()}
         m["initial"] = {ent[k]: v for k, v in m["initial"].items()}
         for r in m["recipes"]:
             r["name"] = prim[r["name"]]
+            for prm in r.get("params", []):
+                prm["type"] = ty.get(prm["type"], prm["type"])
             for part in ("inputs", "outputs"):
                 if part in r:
                     r[part] = {ent.get(k, k): v for k, v in r[part].items()}
@@ -60,9 +70,13 @@ def rename_mapping(raw: Mapping[str, Any], ent: Mapping[str, str], prim: Mapping
         for c in m.get("constraints", []):
             c["tokens"] = [ent[t] for t in c["tokens"]]
     elif m["family"] == "schedule":
-        m["machines"] = {ent[k]: v for k, v in m["machines"].items()}
+        m["machine_kinds"] = [ty.get(k, k) for k in m["machine_kinds"]]
+        m["machines"] = {
+            ent[k]: {**v, "kind": ty.get(v["kind"], v["kind"])} for k, v in m["machines"].items()
+        }
         for t in m["tasks"]:
             t["name"] = ent[t["name"]]
+            t["kind"] = ty.get(t["kind"], t["kind"])
             if "after" in t:
                 t["after"] = [ent[a] for a in t["after"]]
         m["goal"]["scheduled"] = [ent[t] for t in m["goal"]["scheduled"]]
@@ -75,12 +89,20 @@ def rename_mapping(raw: Mapping[str, Any], ent: Mapping[str, str], prim: Mapping
 
 @dataclass(frozen=True)
 class Replica:
-    """A target replica: its mapping, its loaded world, and the base -> replica name maps."""
+    """A target replica: its mapping, its loaded world, and the base -> replica name maps.
+
+    ``types`` maps token types (token_workshop) or machine kinds (schedule).
+    """
 
     raw: dict
     world: World
     entities: dict[str, str]
     primitives: dict[str, str]
+    types: dict[str, str] = field(default_factory=dict)
+
+    def rename(self, raw: Mapping[str, Any]) -> dict:
+        """Another mapping over the base's labels (a variant of the base) written in this replica's labels."""
+        return rename_mapping(raw, self.entities, self.primitives, self.types)
 
     def translate(self, solution) -> tuple[str, ...]:
         """A base-world solution (rendered steps) written with the replica's names."""
@@ -115,21 +137,24 @@ def instantiate_replica(raw: Mapping[str, Any], seed: int, id_prefix: str = "R")
     base = world_from_mapping(dict(raw))
     ents = [e for e, _ in base.entities]
     prims = [p.name for p in base.primitives] if base.family == "token_workshop" else []
-    taken = set(ents) | set(prims)
+    kinds = list(raw.get("token_types", raw.get("machine_kinds", [])))
+    taken = set(ents) | set(prims) | set(kinds) | set(base.entity_types)
     for r in raw.get("recipes", []):
         taken.update(p["name"] for p in r.get("params", []))
-    fresh = _fresh_names(rng, len(ents) + len(prims), taken)
+    fresh = _fresh_names(rng, len(ents) + len(prims) + len(kinds), taken)
     ent = dict(zip(ents, fresh))
     prim = dict(zip(prims, fresh[len(ents) :]))
-    m = rename_mapping(raw, ent, prim)
+    types = dict(zip(kinds, fresh[len(ents) + len(prims) :]))
+    m = rename_mapping(raw, ent, prim, types)
     m["id"] = f"{id_prefix}-{rng.randrange(16**6):06x}"
+    m["title"] = f"world {m['id']}"
     for key in ("tokens", "initial", "machines"):
         if key in m:
             m[key] = _shuffled_dict(rng, m[key])
     for key in ("recipes", "tasks", "constraints"):
         if key in m:
             rng.shuffle(m[key])
-    return Replica(m, world_from_mapping(m), ent, prim)
+    return Replica(m, world_from_mapping(m), ent, prim, types)
 
 
 @dataclass(frozen=True)
