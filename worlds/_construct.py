@@ -99,6 +99,8 @@ class PairSpec:
     f_source, c_source: overrides of the base for the two source variants.
     f_demo, c_demo: optional pinned demonstrations (steps in the base's labels);
         when absent the demonstration is chosen by ``build_pair``.
+    motif: optional pinned withheld motif, a production edge on the base's
+        labels; when absent the builder picks one.
     source: file the spec came from.
     """
 
@@ -110,6 +112,7 @@ class PairSpec:
     c_source: dict
     f_demo: tuple[str, ...] | None = None
     c_demo: tuple[str, ...] | None = None
+    motif: tuple[str, str, str] | None = None
     source: str = "<spec>"
 
 
@@ -224,7 +227,7 @@ def load_pair_spec(path: str | Path) -> PairSpec:
             raise PairConstructionError(f"{src}: field {key}: must be {typ.__name__}")
         return raw[key]
 
-    allowed = {"pair_id", "base", "f_seed", "c_seed", "f_source", "c_source", "f_demo", "c_demo"}
+    allowed = {"pair_id", "base", "f_seed", "c_seed", "f_source", "c_source", "f_demo", "c_demo", "motif"}
     for k in sorted(set(raw) - allowed):
         raise PairConstructionError(f"{src}: field {k}: unknown; allowed fields are {sorted(allowed)}")
     for side in ("f_source", "c_source"):
@@ -242,6 +245,14 @@ def load_pair_spec(path: str | Path) -> PairSpec:
             if not isinstance(d, list) or not d or not all(isinstance(s, str) for s in d):
                 raise PairConstructionError(f"{src}: field {side}: must be a non-empty list of step strings")
             demos[side] = tuple(d)
+    motif = None
+    if "motif" in raw:
+        mo = raw["motif"]
+        if not (isinstance(mo, list) and len(mo) == 3 and all(isinstance(x, str) for x in mo)):
+            raise PairConstructionError(
+                f"{src}: field motif: must be [producer, role, consumer], e.g. [\"make_tool\", \"catalyst\", \"use_tool\"]"
+            )
+        motif = tuple(mo)
     base = p.parent / need("base", str)
     if not base.is_file():
         raise PairConstructionError(f"{src}: field base: {base} is not a file; name a world file next to the spec")
@@ -254,6 +265,7 @@ def load_pair_spec(path: str | Path) -> PairSpec:
         raw["c_source"],
         demos.get("f_demo"),
         demos.get("c_demo"),
+        motif,
         src,
     )
 
@@ -502,9 +514,17 @@ def _choose(
     """Pick (motif edge, F demo, C demo, required) on the base's labels."""
     edges = [production_edges(base, s) for s in target_enum.solutions]
     required = frozenset.intersection(*edges) if edges else frozenset()
-    opt = min(target_enum.solutions, key=lambda s: (len(s), s))
-    witness_edges = production_edges(base, opt)
-    candidates = sorted(required) + sorted(witness_edges - required)
+    held = Counter(e for es in edges for e in es)
+    if spec.motif is not None:
+        if spec.motif not in held:
+            raise PairConstructionError(
+                f"{spec.pair_id}: pinned motif {list(spec.motif)} is realized by no bounded target solution; "
+                f"edges realized: {sorted(held)}"
+            )
+        candidates = [spec.motif]
+    else:
+        # edges held by more target solutions first; required edges (held by all) lead
+        candidates = sorted(held, key=lambda e: (-held[e], e))
     f_sols = _demo_candidates(spec, spec.f_demo, f_src, "F source")
     c_sols = _demo_candidates(spec, spec.c_demo, c_src, "C source")
     tried = []
