@@ -72,7 +72,7 @@ from ._manifest import (
 from ._reference import Replay
 from ._reference import replay as reference_replay
 from ._registry import family_names, get_family, register_family
-from ._render import GRAMMAR_TEXT, format_state, render_world
+from ._render import GRAMMAR_TEXT, format_state, raw_of_world, render_world
 from ._schedule import Schedule, ScheduleState
 from ._signature import dependent, motif_signature, solution_classes
 from ._showcase import PAIRS_DIR, build_pair_from_file, build_showcase_pairs, pair_spec_paths
@@ -119,6 +119,7 @@ __all__ = [
     "prompt_token_counts",
     "reachable_graph",
     "render_prompt",
+    "raw_of_world",
     "render_world",
     "validate_manifest",
     "DATA_DIR",

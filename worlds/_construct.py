@@ -511,7 +511,11 @@ def _choose(
     f_ok,
     c_ok,
 ) -> tuple[tuple, tuple[str, ...], tuple[str, ...], bool]:
-    """Pick (motif edge, F demo, C demo, required) on the base's labels."""
+    """Pick (motif edge, F demo, C demo, required) on the base's labels.
+
+    ``f_ok`` / ``c_ok`` give the copy-audit objection to a base-labelled
+    demonstration on its side's target, or None.
+    """
     edges = [production_edges(base, s) for s in target_enum.solutions]
     required = frozenset.intersection(*edges) if edges else frozenset()
     held = Counter(e for es in edges for e in es)
@@ -527,11 +531,16 @@ def _choose(
         candidates = sorted(held, key=lambda e: (-held[e], e))
     f_sols = _demo_candidates(spec, spec.f_demo, f_src, "F source")
     c_sols = _demo_candidates(spec, spec.c_demo, c_src, "C source")
+    for cond, pinned, sols, why in (("F", spec.f_demo, f_sols, f_ok), ("C", spec.c_demo, c_sols, c_ok)):
+        if pinned is not None and why(sols[0]) is not None:
+            raise PairConstructionError(
+                f"{spec.pair_id}: {cond} demonstration rejected: {why(sols[0])}; pin another demonstration or change the source"
+            )
     tried = []
     for e in candidates:
         fs = [s for s in f_sols if e in production_edges(f_src, s)]
         if spec.f_demo is None:
-            fs = [s for s in fs if f_ok(s)]
+            fs = [s for s in fs if f_ok(s) is None]
         if not fs:
             tried.append(f"{e}: no F source solution realizes it")
             continue
@@ -539,7 +548,7 @@ def _choose(
         ff = _freq(base, fd)
         cs = [s for s in c_sols if e not in production_edges(c_src, s)]
         if spec.c_demo is None:
-            cs = [s for s in cs if c_ok(s)]
+            cs = [s for s in cs if c_ok(s) is None]
         scored = sorted(
             (abs(len(s) - len(fd)), abs(len(_freq(base, s)) - len(ff)), _l1(_freq(base, s), ff), len(s), s)
             for s in cs
@@ -712,7 +721,7 @@ def build_pair(spec: PairSpec) -> tuple[Pair, dict]:
         rep, _, src_w, _, sigs = sides_ctx[cond]
 
         def ok(sol):
-            return copy_audit(src_w, rep.translate(sol), rep.world, sigs) is None
+            return copy_audit(src_w, rep.translate(sol), rep.world, sigs)
 
         return ok
 
