@@ -1,0 +1,184 @@
+"""End-to-end ladder probes through pytester: the simulated fleet on one v2 round, coded outcomes, seed
+refusal and resumption, each checked against the independent rescorer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.core.rundir import SUITE_ROOT
+
+from .instrument import NOT_PROVEN, format_table, gate_table, instrument_verdict
+from .protocol import CLAUSES, GATE, HERE, PREREG
+from .records import UNITS_FILE, find_probes, read_probes
+from .worker import SIMULATED_FLEET
+
+SCENARIO_MODELS = '''
+import hashlib
+
+import models
+from models import LanguageModel, ModelDescription, Response
+
+
+class Flaky(LanguageModel):
+    """Approves everything, except: about 1 unit in 12 times out, 1 in 12 is an HTTP error, 1 in 6 is prose."""
+
+    def describe(self):
+        return ModelDescription(id="scripted-ladder-flaky", revision="sha256:" + "1" * 64, backend="scripted")
+
+    def render_chat(self, chat):
+        return "".join(m["content"] for m in chat)
+
+    def score_and_generate(self, prompts, choices=None, settings=None):
+        out = []
+        for index, prompt in enumerate(prompts):
+            digest = int(hashlib.sha256(self.render_chat(prompt).encode()).hexdigest(), 16) % 12
+            if digest == 0:
+                out.append(Response(index=index, finish_reason="error", error="timeout", error_detail="slow"))
+            elif digest == 1:
+                out.append(Response(index=index, finish_reason="error", error="http_error", error_detail="HTTP 500"))
+            elif digest in (2, 3):
+                out.append(Response(index=index, text="It depends on the auditor.", finish_reason="stop"))
+            else:
+                out.append(Response(index=index, text="All rules hold.\\nDECISION: APPROVE", finish_reason="stop"))
+        return out
+
+
+models.register_model("scripted-ladder-flaky", "test", "coded outcomes", lambda **_: Flaky())
+'''
+
+
+def run_ladder(pytester: pytest.Pytester, results: Path, *args: str) -> pytest.RunResult:
+    pytester.makepyfile(scenario_models=SCENARIO_MODELS)
+    return pytester.runpytest_subprocess(
+        str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}", f"--results-dir={results}",
+        "-p", "scenario_models", "-p", "no:cacheprovider", "-p", "no:randomly", *args,
+    )
+
+
+def report_of(results: Path) -> dict[str, Any]:
+    reports = sorted((results / "ladder").glob("*/report.json"))
+    assert len(reports) == 1, reports
+    return json.loads(reports[0].read_text())
+
+
+def outcomes(report: dict[str, Any]) -> dict[str, str]:
+    return {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
+
+
+def rescore(*folders: Path) -> dict[str, Any]:
+    # -S -I: no site-packages and no environment, so the rescorer cannot import anything from the suite.
+    done = subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), *map(str, folders)],
+                          capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def expected_rule_pattern(label: str) -> dict[str, str]:
+    """Pass before the decided rule, fail at it (unless it is the passing state), skip after it."""
+    index = GATE.labels.index(label) if label in GATE.labels else len(GATE.labels)
+    return {f"test_gate_rule[{rule}]": "passed" if i < index else ("failed" if i == index else "skipped")
+            for i, rule in enumerate(GATE.labels)}
+
+
+def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Five scripted rungs (per-check accuracy 0.906, 0.984, 0.982, 0.996, 1) through the real probe machinery
+    on v2-r3, seed 203; the gate table and the instrument verdict come from the ledgers and the rescorer agrees."""
+    state, seed = PREREG.values.rounds.states[2], PREREG.values.rounds.seeds[2]
+    folders = []
+    for label, model in SIMULATED_FLEET.items():
+        results = tmp_path / label
+        result = run_ladder(pytester, results, "--model", model, "--ladder-state", state, "--ladder-seed", str(seed))
+        report = report_of(results)
+        protocol = report["benchmark"]["protocols"]["ladder"]
+        assert protocol["status"] == "complete", result.stdout.str()
+        gate = protocol["classifications"]["gate"]["outcome"]["label"]
+        tests = outcomes(report)
+        assert {k: v for k, v in tests.items() if k.startswith("test_gate_rule")} == expected_rule_pattern(gate)
+        for clause, classification in CLAUSES.items():
+            fired = protocol["classifications"][f"clause_{clause}"]["outcome"]["label"]
+            rule = classification.labels[0]
+            assert tests[f"test_clause[{clause}:{rule}]"] == ("passed" if fired == classification.passing else "failed")
+        [folder] = find_probes(results)
+        assert folder.name == f"{state}-seed{seed}"
+        rescored = rescore(folder)["probes"][0]
+        assert rescored["gate"] == gate and rescored["mismatched_units"] == []
+        assert {f"clause_{c}": v for c, v in rescored["clauses"].items()} == {
+            f"clause_{c}": protocol["classifications"][f"clause_{c}"]["outcome"]["label"] for c in CLAUSES}
+        folders.append(folder)
+
+    rows = gate_table(read_probes(folders))
+    verdict = instrument_verdict(rows, SIMULATED_FLEET)
+    print(format_table(rows, {model: f"{label} {model}" for label, model in SIMULATED_FLEET.items()}))
+    print(f"instrument: {verdict.verdict}: {verdict.reason}")
+    errors = [row.result.metrics["overall_error"] for row in rows]
+    # The composition model at work: error falls as per-check accuracy rises, and the saturated rung never errs.
+    assert errors[0] > max(errors[1], errors[2]) > errors[3] >= errors[4] == 0
+    assert rows[4].result.label == "OVERALL_ERROR_BELOW_BAND"
+    assert rows[3].result.label == "OVERALL_ERROR_BELOW_BAND"
+    assert verdict.verdict == NOT_PROVEN
+    assert verdict.rounds[state]["missing"] == [] and not verdict.rounds[state]["all_pass"]
+    # The failure signature: most errors are refusals of approvable cases.
+    for folder in folders[:3]:
+        analysis = json.loads((folder / "analysis.json").read_text())["analysis"]
+        assert analysis["refusal_share_of_errors"] > 0.5
+        assert analysis["error_on_approvable"] > analysis["error_on_rejectable"]
+
+
+def test_coded_outcomes_are_counted(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Timeouts, HTTP errors and prose answers become coded units that the shares count; none is dropped."""
+    results = tmp_path / "results"
+    result = run_ladder(pytester, results, "--model", "scripted-ladder-flaky")
+    report = report_of(results)
+    protocol = report["benchmark"]["protocols"]["ladder"]
+    assert protocol["status"] == "complete", result.stdout.str()
+    assert protocol["classifications"]["gate"]["outcome"]["label"] == "ERRORED_UNITS_OVER_LIMIT"
+    assert protocol["classifications"]["clause_d"]["outcome"]["label"] == "D_ERRORED_OVER_LIMIT"
+    [folder] = find_probes(results)
+    units = [json.loads(line) for line in (folder / UNITS_FILE).read_text().splitlines()]
+    assert len(units) == 150
+    kinds = {u["outcome"] for u in units}
+    assert {"timeout", "errored", "unparsed", "correct", "wrong"} <= kinds
+    rescored = rescore(folder)["probes"][0]
+    assert rescored["gate"] == "ERRORED_UNITS_OVER_LIMIT" and rescored["mismatched_units"] == []
+    errored = sum(u["outcome"] in ("timeout", "errored") for u in units)
+    assert rescored["metrics"]["errored_share"] == pytest.approx(errored / 150)
+    assert "deviations" in report["benchmark"]["protocols"]["ladder"]["provenance"]["extra"]
+
+
+def test_campaign_seed_stops_the_probe(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    result = run_ladder(pytester, tmp_path / "results", "--model", SIMULATED_FLEET["R1"], "--ladder-seed", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert "ladder probe cannot run: seed 2 is a campaign seed (1, 2, 3)" in text
+    assert not list((tmp_path / "results").rglob("units.jsonl"))
+
+
+def test_killed_probe_resumes_without_loss_or_duplicates(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """A ledger cut mid-record (as a killed writer leaves it) resumes to exactly 150 units, then agrees with the
+    rescorer; the v1 retune path (registered dial, re-probe seed) is exercised on the way."""
+    results = tmp_path / "results"
+    args = ("--model", SIMULATED_FLEET["R1"], "--ladder-state", "v1-r1", "--ladder-seed", "102",
+            "--ladder-retune-of", "v1-r1-seed101", "--ladder-dial", "distractors=6", "--run-id", "resume-me")
+    run_ladder(pytester, results, *args)
+    [folder] = find_probes(results)
+    assert folder.name == "v1-r1-retune-seed102"
+    ledger = folder / UNITS_FILE
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(b"".join(lines[:70]) + lines[70][:40])
+    (results / "ladder" / "resume-me" / "report.json").unlink()
+    (results / "ladder" / "resume-me" / "analysis.json").unlink()
+    (folder / "analysis.json").unlink()
+    run_ladder(pytester, results, *args)
+    units = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert len(units) == 150 == len({u["unit_id"] for u in units})
+    assert list(folder.glob("units.jsonl.torn-*"))
+    metadata = json.loads((folder / "metadata.json").read_text())
+    assert metadata["retune_of"] == "v1-r1-seed101" and metadata["dials"]["distractors"] == 6
+    assert metadata["generator_variant"] == "v1"
+    assert rescore(folder)["probes"][0]["mismatched_units"] == []

@@ -1,0 +1,115 @@
+"""A real served rung: `transformers serve` on 127.0.0.1 with the bundled SmolLM2, probed over the
+OpenAI-compatible backend with a few units per tier; then the same server with a deadline it cannot meet,
+so that timeouts are coded units in the ledger and clause d counts them."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from models import bundled_folder
+
+from .records import UNITS_FILE, find_probes
+from .test_protocol_runs import outcomes, report_of, rescore, run_ladder
+
+UNITS_PER_TIER = 1
+MAX_TOKENS = 24
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served_smollm(tmp_path_factory: pytest.TempPathFactory):
+    """`transformers serve` pinned to the bundled SmolLM2 folder on a free loopback port: (base_url, model name).
+
+    One OpenMP thread, as in the models package's own server test: on two shared cores more threads
+    made requests much slower.  The server expects the folder path as the request's model name.
+    """
+    folder = str(bundled_folder("smollm2-135m-instruct")[0])
+    port = free_port()
+    command = [sys.executable, "-m", "transformers.cli.transformers", "serve", "--host", "127.0.0.1",
+               "--port", str(port), "--device", "cpu", "--dtype", "float32", folder]
+    logs = tmp_path_factory.mktemp("transformers-serve")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    with open(logs / "stdout.txt", "wb") as out, open(logs / "stderr.txt", "wb") as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"transformers serve exited with {process.returncode}:\n"
+                            f"{(logs / 'stderr.txt').read_text(errors='replace')[-4000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("transformers serve did not answer /health within 120 s:\n"
+                            f"{(logs / 'stderr.txt').read_text(errors='replace')[-4000:]}")
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/v1", folder
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def test_served_smollm2_rung(pytester: pytest.Pytester, tmp_path: Path, served_smollm) -> None:
+    base_url, name = served_smollm
+    results = tmp_path / "results"
+    start = time.perf_counter()
+    result = run_ladder(pytester, results, "--model", f"openai:{name}@{base_url}",
+                        "--ladder-units-per-tier", str(UNITS_PER_TIER), "--ladder-max-tokens", str(MAX_TOKENS),
+                        "--ladder-timeout", "120")
+    wall = time.perf_counter() - start
+    report = report_of(results)
+    protocol = report["benchmark"]["protocols"]["ladder"]
+    assert protocol["status"] == "complete", result.stdout.str()
+    tests = outcomes(report)
+    assert tests["test_failure_signature"] == tests["test_approve_rate_by_tier"] == "passed"
+    [folder] = find_probes(results)
+    units = [json.loads(line) for line in (folder / UNITS_FILE).read_text().splitlines()]
+    assert len(units) == 5 * UNITS_PER_TIER
+    assert all(u["rung"] == f"openai:{name}@{base_url}" and u["model_revision"].startswith("sha256:") for u in units)
+    assert all(u["error_code"] is None for u in units), [u["error_code"] for u in units]
+    assert all(u["response_text"] for u in units)
+    rescored = rescore(folder)["probes"][0]
+    gate = protocol["classifications"]["gate"]["outcome"]["label"]
+    assert rescored["gate"] == gate and rescored["mismatched_units"] == []
+    metadata = json.loads((folder / "metadata.json").read_text())
+    assert f"{UNITS_PER_TIER} units per tier instead of 30" in metadata["deviations"]
+    assert metadata["max_tokens"] == MAX_TOKENS and metadata["timeout_s"] == 120
+    counts = {o: sum(u["outcome"] == o for u in units) for o in ("correct", "wrong", "unparsed")}
+    print(f"served SmolLM2 rung: {len(units)} units in {wall:.1f} s, outcomes {counts}, gate {gate}")
+
+
+def test_served_rung_timeouts_are_coded(pytester: pytest.Pytester, tmp_path: Path, served_smollm) -> None:
+    base_url, name = served_smollm
+    results = tmp_path / "results"
+    run_ladder(pytester, results, "--model", f"openai:{name}@{base_url}", "--ladder-units-per-tier", "1",
+               "--ladder-max-tokens", str(MAX_TOKENS), "--ladder-timeout", "0.05")
+    protocol = report_of(results)["benchmark"]["protocols"]["ladder"]
+    [folder] = find_probes(results)
+    units = [json.loads(line) for line in (folder / UNITS_FILE).read_text().splitlines()]
+    assert len(units) == 5 and {u["outcome"] for u in units} == {"timeout"}
+    assert {u["error_code"] for u in units} == {"timeout"} and {u["decision"] for u in units} == {None}
+    assert protocol["classifications"]["gate"]["outcome"]["label"] == "ERRORED_UNITS_OVER_LIMIT"
+    assert rescore(folder)["probes"][0]["gate"] == "ERRORED_UNITS_OVER_LIMIT"
