@@ -89,6 +89,36 @@ def grounded_steps(world: World) -> tuple[Step, ...]:
     )
 
 
+# The search's decisions live in these small module-level functions so that the
+# certification tests can break one at a time (enumerator mutants) and show that
+# the brute-force comparison catches it.
+
+
+def _memo_key(state, steps_left: int, cost_left: int) -> tuple:
+    """Memo key: the suffix set depends on the state, the steps left and the cost left."""
+    return (state, steps_left, cost_left)
+
+
+def _admissible(fam, world: World, nxt, cost: int, cost_left: int) -> bool:
+    """Whether an applicable step may be committed: within the cost left, the family caps and every-state rules."""
+    return not (cost > cost_left or fam.limits(world, nxt) or fam.constraints(world, nxt, False))
+
+
+def _accepting(fam, world: World, state) -> bool:
+    """Whether a run may end in ``state``: the goal holds and the final-scope rules pass."""
+    return fam.constraints(world, state, True) is None and fam.goal(world, state)
+
+
+def _expand_past(accepted: bool) -> bool:
+    """Whether to search on from a state (also from one that already meets the goal: a legal continuation)."""
+    return True
+
+
+def _effective_steps(world: World, b: Bounds) -> int:
+    """The enumeration depth: the world's step cap, or the smaller bound."""
+    return world.budget.max_steps if b.max_steps is None else min(b.max_steps, world.budget.max_steps)
+
+
 def enumerate_solutions(world: World, bounds: Bounds | None = None) -> Enumeration:
     """All valid solutions of ``world`` within ``bounds`` (and the world's budget)."""
     if not isinstance(world, World):
@@ -96,11 +126,7 @@ def enumerate_solutions(world: World, bounds: Bounds | None = None) -> Enumerati
             f"enumerate_solutions() needs a World (from load_world), got {type(world).__name__}"
         )
     b = bounds or Bounds()
-    max_steps = (
-        world.budget.max_steps
-        if b.max_steps is None
-        else min(b.max_steps, world.budget.max_steps)
-    )
+    max_steps = _effective_steps(world, b)
     max_cost = (
         world.budget.max_cost
         if b.max_cost is None
@@ -121,23 +147,19 @@ def enumerate_solutions(world: World, bounds: Bounds | None = None) -> Enumerati
             if isinstance(got, Failure):
                 continue
             nxt, cost = got
-            if (
-                cost > cost_left
-                or fam.limits(world, nxt)
-                or fam.constraints(world, nxt, False)
-            ):
-                continue
-            yield st.render(), nxt, cost
+            if _admissible(fam, world, nxt, cost, cost_left):
+                yield st.render(), nxt, cost
 
     def suffixes(state, k, c):
-        key = (state, k, c)
+        key = _memo_key(state, k, c)
         hit = memo.get(key)
         if hit is not None:
             return hit
         acc: list[tuple[str, ...]] = []
-        if fam.constraints(world, state, True) is None and fam.goal(world, state):
+        accepted = _accepting(fam, world, state)
+        if accepted:
             acc.append(())
-        if k > 0:
+        if k > 0 and _expand_past(accepted):
             for text, nxt, cost in successors(state, c):
                 for tail in suffixes(nxt, k - 1, c - cost):
                     acc.append((text,) + tail)
