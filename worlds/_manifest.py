@@ -24,6 +24,8 @@ from ._construct import (
     Pair,
     PairSide,
     _subject,
+    example_states_on_solution_paths,
+    examples_chain_to_goal,
     production_edges,
     reachable_graph,
     structure_hash,
@@ -176,7 +178,7 @@ def build_manifest(pair: Pair, facts: dict, token_counts: bool = True) -> dict:
     if n_src_f != n_src_c:
         residual.append(f"source instance solution counts: F {n_src_f}, C {n_src_c}")
     sb = facts["source_base_raw"]
-    for k in ("initial", "goal"):
+    for k in ("initial", "goal", "budget", "constraints"):
         cf = sb["F"].get(k) != facts["base_raw"].get(k)
         cc = sb["C"].get(k) != facts["base_raw"].get(k)
         if cf != cc:
@@ -239,6 +241,15 @@ def build_manifest(pair: Pair, facts: dict, token_counts: bool = True) -> dict:
         "demonstration_count": {"F": len(f.demonstrations), "C": len(c.demonstrations)},
         "primitive_example_count": {"F": len(f.primitive_examples), "C": len(c.primitive_examples)},
         "primitive_frequencies": {"F": exp_f, "C": exp_c},
+        "primitive_examples": {
+            "chain_to_goal": any(
+                examples_chain_to_goal(sd.target, sd.primitive_examples) for sd in (f, c)
+            ),
+            "states_on_target_solution_paths": {
+                "F": example_states_on_solution_paths(f.target, f.primitive_examples, enum_f.solutions),
+                "C": example_states_on_solution_paths(c.target, c.primitive_examples, enum_c.solutions),
+            },
+        },
         "motif_signatures": {
             "target_classes": dict(sorted(sig_classes.items())),
             "f_demo": _sig_text(fd.signature),

@@ -27,10 +27,18 @@ def build_pair_from_file(path: str | Path, token_counts: bool = True) -> Pair:
 
 
 @functools.lru_cache(maxsize=2)
+def _showcase(token_counts: bool) -> tuple[Pair, ...]:
+    return tuple(build_pair_from_file(p, token_counts) for p in pair_spec_paths())
+
+
 def build_showcase_pairs(token_counts: bool = True) -> tuple[Pair, ...]:
     """Every showcase pair, in spec-file order; deterministic and cached per process.
 
     ``token_counts=False`` skips loading the tokenizers (the manifest then says
-    the counts were not requested).
+    the counts were not requested). ``build_showcase_pairs.cache_clear()``
+    forgets the cached pairs.
     """
-    return tuple(build_pair_from_file(p, token_counts) for p in pair_spec_paths())
+    return _showcase(bool(token_counts))
+
+
+build_showcase_pairs.cache_clear = _showcase.cache_clear  # type: ignore[attr-defined]

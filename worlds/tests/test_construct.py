@@ -275,3 +275,21 @@ def test_tw001_every_bounded_sequence_is_classified_and_frozen(snapshot):
     valid_texts = {"".join(s + "\n" for s in v) for v in a.valid}
     assert all(check(load_world(TW), t).status is Status.VALID for t in valid_texts)
     assert a.summary() == snapshot
+
+
+def test_example_chain_detector_sees_a_leaked_witness():
+    world = load_world(TW)
+    fam = worlds.get_family(world.family)
+    sol = enumerate_solutions(world).solutions[0]
+    trail = []
+    s = world.initial_state
+    for text in sol:
+        st = worlds.parse_candidate(text).steps[0]
+        nxt, cost = fam.apply(world, s, st.name, st.args)
+        trail.append(
+            worlds.PrimitiveExample(st.name, fam.describe_state(s), text, "VALID", None, fam.describe_state(nxt), cost, "")
+        )
+        s = nxt
+    assert worlds.examples_chain_to_goal(world, trail)
+    assert not worlds.examples_chain_to_goal(world, trail[:-1])
+    assert worlds.example_states_on_solution_paths(world, trail, [sol]) == len(sol)

@@ -131,6 +131,8 @@ def test_primitive_examples_are_common_and_certified(pid):
             step = worlds.parse_candidate(e.step).steps[0]
             assert side.target.primitive(step.name) is not None
             assert all(isinstance(a, int) or side.target.entity_type(a) for a in step.args)
+    assert not worlds.examples_chain_to_goal(p.f.target, fx) and not worlds.examples_chain_to_goal(p.c.target, cx)
+    assert p.manifest["primitive_examples"]["chain_to_goal"] is False
     # exposure: examples identical; residual demonstration differences are recorded
     freq = p.manifest["primitive_frequencies"]
     for subj in subjects:
