@@ -54,57 +54,10 @@ class WarmupSpec:
 class GenerationSpec:
     greedy: bool
     chat_template: bool
-    max_new_tokens: int
-    stop_tokens: tuple[str, ...]
+    max_new_tokens: int  # preregistered bound; a lower self-check bound is a recorded deviation
     eos_pad: str
     dtype_cuda: str
     dtype_cpu: str
-
-
-@dataclass(frozen=True)
-class PresetSpec:
-    repetition_penalty: float
-    no_repeat_ngram_size: int
-    patched: bool
-
-
-@dataclass(frozen=True)
-class TelemetrySpec:
-    kurtosis: str
-    kurtosis_variance: str
-    kurtosis_dtype: str
-    kurtosis_position: str
-
-
-@dataclass(frozen=True)
-class CalibratorSpec:
-    warmup_threshold: int
-    warmup_samples: int
-    kurtosis_std_floor: float
-    phi_default_mean: float
-    phi_default_std: float
-    td_std_floor: float
-    cv_high: float
-    cv_low: float
-    temperature_high_cv: float
-    temperature_mid_cv: float
-    temperature_low_cv: float
-    blend_high_cv: float
-    blend_mid_cv: float
-    blend_low_cv: float
-    z_scale_floor: float
-    std_clip: float
-
-
-@dataclass(frozen=True)
-class RouterSpec:
-    zones: tuple[str, ...]
-    centres: tuple[float, ...]
-    widths: tuple[float, ...]
-    low_mass: float
-    td_blend: tuple[str, ...]
-    reported_step: str
-    entropy_base: int
 
 
 @dataclass(frozen=True)
@@ -115,11 +68,8 @@ class PzPrereg:
     scales: dict[str, ScaleSpec]
     warmup_other_scale: WarmupSpec
     generation: GenerationSpec
-    presets: dict[str, PresetSpec]
-    telemetry: TelemetrySpec
-    calibrator: CalibratorSpec
-    router: RouterSpec
-    active_manifold: dict[str, Any]
+    telemetry: dict[str, str]  # definitions, frozen as text
+    engine: dict[str, Any]  # every PX-Engine constant, by models.px.PxConfig field name (checked there)
     metrics: dict[str, str]
     thresholds: dict[str, float]
     token_control: ClassificationSpec
@@ -134,7 +84,7 @@ CLASSIFICATIONS = {key: classification(PREREG, key) for key in ("token_control",
 #: Metric prefix of each preset.
 PRESET_PREFIX = {PREREG.values.run.rule_preset: "active", PREREG.values.run.comparison_preset: "baseline"}
 CATEGORIES: tuple[str, ...] = PREREG.values.run.categories
-ZONES: tuple[str, ...] = PREREG.values.router.zones
+ZONES: tuple[str, ...] = tuple(PREREG.values.engine["zones"])
 
 # --------------------------------------------------------------------------- records
 
@@ -149,24 +99,76 @@ class PzRecord:
     preset: str  # ACTIVE_MANIFOLD or BASELINE
     prompt_id: str  # fixture id, "<category>-<nn>"
     category: str  # math, logic, creative or synthesis
-    prompt: str  # the user message
-    rendered_prompt: str  # the chat-templated text the model saw
+    prompt: str  # the user message (sent as a one-turn chat)
     input_token_ids: tuple[int, ...]  # the chat-templated input's token ids, special tokens included
     token_diversity: float  # distinct over total input token ids
-    zone_weights: tuple[float, ...] | None  # router weights at the last generation step (zones in prereg order)
+    zones: tuple[str, ...]  # zone names, the order of every weight vector
+    zone_weights: tuple[float, ...] | None  # router weights at the last generation step (None on an error)
     zone_weights_mean: tuple[float, ...] | None  # mean of the weights over all steps (recorded, not ruled on)
     zone_entropy: float | None  # H in bits of zone_weights: the preregistered metric
     zone: str | None  # the zone with the largest last-step weight
-    kurtosis: tuple[float, ...]  # kurtosis at the prelude boundary, one per generation step
-    phi: tuple[float, ...]  # phi, one per generation step
+    kurtosis: tuple[float | None, ...]  # kurtosis at the prelude boundary, one per forward step
+    phi: tuple[float | None, ...]  # phi, one per forward step
     completion: str  # generated text (special tokens skipped)
     completion_token_ids: tuple[int, ...]
     new_tokens: int
-    finish_reason: str  # stop, length or error
-    error: str | None  # coded failure (timeout, crash, ...): the record is counted and left out of the statistics
+    finish_reason: str  # stop, length, none or error
+    error: str | None  # coded failure (timeout, child_crashed, backend_error): counted, left out of the statistics
     error_detail: str | None
-    seconds: float  # wall time of the prompt's own process (or call)
-    extra: dict[str, Any]  # engine-specific per-prompt fields (loops run, window, ...)
+    seconds: float  # generation wall time of the prompt
+    engine: dict[str, Any]  # the engine's further per-prompt fields (isolation, pid, z sequences, selections, ...)
+
+
+def record_from_engine(record: Any, row: Mapping[str, Any]) -> PzRecord:
+    """The ledger record of one engine record (``models.px.PxRecord``) for the fixture row it measured."""
+    zones = tuple(record.zones)
+    weights = record.zone_weights_last
+    mean = record.zone_weights_mean
+    ids = tuple(getattr(record, "input_token_ids", ()) or ())
+    kept = ("isolation", "pid", "steps", "z_kurtosis", "z_phi", "z_td", "fallback", "selections", "loops_run",
+            "temperature", "blend", "start_state_sha256", "input_tokens", "distinct_input_tokens", "zone_entropy_of_mean")
+    return PzRecord(
+        unit_id=unit_id(record.preset, record.prompt_id),
+        preset=record.preset,
+        prompt_id=record.prompt_id,
+        category=row["category"],
+        prompt=row["text"],
+        input_token_ids=ids,
+        token_diversity=float(record.token_diversity) if record.token_diversity is not None else (
+            token_diversity(ids) if ids else math.nan),
+        zones=zones,
+        zone_weights=None if weights is None else tuple(float(weights[z]) for z in zones),
+        zone_weights_mean=None if mean is None else tuple(float(mean[z]) for z in zones),
+        zone_entropy=record.zone_entropy,
+        zone=record.dominant_zone,
+        kurtosis=tuple(record.kurtosis),
+        phi=tuple(record.phi),
+        completion=record.text,
+        completion_token_ids=tuple(record.token_ids),
+        new_tokens=record.new_tokens,
+        finish_reason=record.finish_reason,
+        error=record.error,
+        error_detail=record.error_detail,
+        seconds=float(record.seconds),
+        engine={key: getattr(record, key) for key in kept if hasattr(record, key)},
+    )
+
+
+#: The original's published SR61_FINAL_V2 results (ACTIVE_MANIFOLD, 80 of 80 prompts per scale, df 3 and 76).
+PUBLISHED: dict[str, dict[str, Any]] = {
+    "270M": {"eta_squared": 0.2899, "f": 10.342, "p_approx": 1.32e-5, "r_squared_td": 0.0508,
+             "mean_h": {"math": 1.38, "logic": 1.71, "creative": 2.05, "synthesis": 2.00},
+             "verdict": "ANTI_P_ZOMBIE_CONFIRMED"},
+    "1B": {"eta_squared": 0.1740, "f": 5.337, "p_approx": 0.0023, "r_squared_td": 0.0513,
+           "mean_h": {"math": 1.90, "logic": 2.00, "creative": 2.12, "synthesis": 2.12},
+           "verdict": "ANTI_P_ZOMBIE_CONFIRMED"},
+    "4B": {"eta_squared": 0.0254, "f": 0.659, "p_approx": 0.584, "r_squared_td": 0.0139,
+           "mean_h": {"math": 0.32, "logic": 0.13, "creative": 0.14, "synthesis": 0.26},
+           "verdict": "ETA2_BELOW_THRESHOLD"},
+    "E2B": {"eta_squared": 0.3989, "f": 16.814, "p_approx": 4.85e-8, "r_squared_td": 0.1663,
+            "mean_h": {"math": 1.46, "logic": 1.75, "creative": 2.06, "synthesis": 1.91},
+            "verdict": "ANTI_P_ZOMBIE_CONFIRMED"},
+}
 
 
 def unit_id(preset: str, prompt_id: str) -> str:

@@ -114,9 +114,9 @@ def synthetic_records(name: str, seed: int = 8, *, errors: int = 0) -> list[PzRe
                 prompt_id=row["prompt_id"],
                 category=category,
                 prompt=row["text"],
-                rendered_prompt=f"<synthetic>{row['text']}",
                 input_token_ids=tuple(ids),
                 token_diversity=td,
+                zones=ZONES,
                 zone_weights=None if failed else tuple(weights),
                 zone_weights_mean=None if failed else tuple(weights),
                 zone_entropy=None if failed else zone_entropy_bits(weights),
@@ -130,6 +130,6 @@ def synthetic_records(name: str, seed: int = 8, *, errors: int = 0) -> list[PzRe
                 error="timeout" if failed else None,
                 error_detail="synthetic timeout" if failed else None,
                 seconds=0.0,
-                extra={"synthetic_scenario": name},
+                engine={"synthetic_scenario": name},
             ))
     return records
