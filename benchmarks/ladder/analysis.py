@@ -155,19 +155,19 @@ def round_feasibility(approvable: Mapping[str, tuple[int, int]], depth: float) -
     rungs: dict[str, Any] = {}
     for rung, (correct, total) in sorted(approvable.items()):
         estimate = accuracy_estimate(correct, total)
-        a = per_check_accuracy(estimate.value, depth)
+        a = per_check_accuracy(estimate.value, depth) if estimate.value > 0 else None
         rungs[rung] = {
             "approvable_accuracy": estimate.value,
             "bound": estimate.bound,
-            "per_check_accuracy": a,
-            "required_depth_window": list(required_depth_window(a)),
+            "per_check_accuracy": a,  # None when no approvable unit was right
+            "required_depth_window": list(required_depth_window(a)) if a is not None else None,
         }
-    windows = [tuple(r["required_depth_window"]) for r in rungs.values()]
+    windows = [tuple(r["required_depth_window"]) for r in rungs.values() if r["required_depth_window"]]
     common = intersect(windows) if windows else None
     strongest = max(rungs, key=lambda r: rungs[r]["approvable_accuracy"]) if rungs else None
     ratios = {
         rung: log_inaccuracy_ratio(r["approvable_accuracy"], rungs[strongest]["approvable_accuracy"])
-        for rung, r in rungs.items() if rung != strongest
+        for rung, r in rungs.items() if rung != strongest and r["approvable_accuracy"] > 0
     } if strongest else {}
     return {
         "depth": depth,

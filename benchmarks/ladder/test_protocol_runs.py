@@ -13,9 +13,10 @@ import pytest
 
 from benchmarks.core.rundir import SUITE_ROOT
 
-from .instrument import NOT_PROVEN, format_table, gate_table, instrument_verdict
+from .instrument import NOT_PROVEN, gate_table, instrument_verdict
 from .protocol import CLAUSES, GATE, HERE, PREREG
 from .records import UNITS_FILE, find_probes, read_probes
+from .report import fleet_report
 from .worker import SIMULATED_FLEET
 
 SCENARIO_MODELS = '''
@@ -86,7 +87,7 @@ def expected_rule_pattern(label: str) -> dict[str, str]:
             for i, rule in enumerate(GATE.labels)}
 
 
-def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path, record_property) -> None:
     """Five scripted rungs (per-check accuracy 0.906, 0.984, 0.982, 0.996, 1) through the real probe machinery
     on v2-r3, seed 203; the gate table and the instrument verdict come from the ledgers and the rescorer agrees."""
     state, seed = PREREG.values.rounds.states[2], PREREG.values.rounds.seeds[2]
@@ -112,10 +113,27 @@ def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path) -
             f"clause_{c}": protocol["classifications"][f"clause_{c}"]["outcome"]["label"] for c in CLAUSES}
         folders.append(folder)
 
-    rows = gate_table(read_probes(folders))
+    probes = read_probes(folders)
+    rows = gate_table(probes)
     verdict = instrument_verdict(rows, SIMULATED_FLEET)
-    print(format_table(rows, {model: f"{label} {model}" for label, model in SIMULATED_FLEET.items()}))
+    report = fleet_report(probes, SIMULATED_FLEET)
+    print(report["table_text"])
     print(f"instrument: {verdict.verdict}: {verdict.reason}")
+    feasibility = report["rounds"][state]["feasibility"]
+    for key in ("depth", "max_ratio", "ratio_limit"):
+        record_property(f"feasibility.{key}", feasibility[key])
+    for label, rung in feasibility["rungs"].items():
+        record_property(f"{label}.per_check_accuracy", rung["per_check_accuracy"])
+        record_property(f"{label}.depth_window", rung["required_depth_window"])
+    record_property("spearman_total", report["rounds"][state]["spearman_total"])
+    print(json.dumps(feasibility, indent=1, sort_keys=True))
+    # Section 4.5 on the simulated fleet: no common depth, and the anchor's ratio to the saturated rung's
+    # bound is far above ln 0.65 / ln 0.90; the per-check accuracies come back near the simulated ones.
+    assert feasibility["intersection"] is None
+    assert feasibility["rungs"]["R4"]["bound"] and feasibility["max_ratio"] > feasibility["ratio_limit"]
+    # Depth varies by episode, so the mean of a^k exceeds a^(mean k) and the inferred a reads a little high.
+    assert feasibility["rungs"]["R0"]["per_check_accuracy"] == pytest.approx(0.906, abs=0.03)
+    assert report["instrument"]["verdict"] == NOT_PROVEN
     errors = [row.result.metrics["overall_error"] for row in rows]
     # The composition model at work: error falls as per-check accuracy rises, and the saturated rung never errs.
     assert errors[0] > max(errors[1], errors[2]) > errors[3] >= errors[4] == 0

@@ -64,9 +64,9 @@ def served_smollm(tmp_path_factory: pytest.TempPathFactory):
             time.sleep(0.5)
         yield f"http://127.0.0.1:{port}/v1", folder
     finally:
-        process.terminate()
+        process.terminate()  # the server finishes in-flight (timed-out) requests first; do not wait for them long
         try:
-            process.wait(timeout=20)
+            process.wait(timeout=3)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
