@@ -181,6 +181,9 @@ def retune_violations(probes: Sequence[Probe], registered_dials: Mapping[str, Se
             problems.append(f"{probe.folder.name}: moves dials that are not registered: {', '.join(foreign)}")
         if meta.seed < PREREG.values.probe.min_tuning_seed:
             problems.append(f"{probe.folder.name}: seed {meta.seed} is below the tuning floor")
+        if meta.generator_variant == "v1" and omet.seed != spec.first_probe_seed:
+            problems.append(f"{probe.folder.name}: retunes a v1 probe on seed {omet.seed}; the registered first "
+                            f"probe runs on seed {spec.first_probe_seed}")
         if meta.generator_variant == "v1" and meta.seed != spec.reprobe_seed:
             problems.append(f"{probe.folder.name}: a v1 retune is re-probed on seed {spec.reprobe_seed}, not {meta.seed}")
     for rung, items in sorted(retunes.items()):

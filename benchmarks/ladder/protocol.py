@@ -70,7 +70,6 @@ class SharesSpec:
 @dataclass(frozen=True)
 class AnalysisSpec:
     band_episode_accuracy: tuple[float, float]  # 1 - the band: (0.65, 0.90)
-    confidence: float
 
 
 @dataclass(frozen=True)
@@ -132,11 +131,14 @@ SYSTEM_PROMPT = (
 )
 
 
+ANSWER_LINE = "End with DECISION: APPROVE (the request goes ahead) or DECISION: REJECT."
+
+
 def build_chat(case_text: str) -> list[dict[str, str]]:
     """The two messages of one unit: the fixed system prompt and the episode's case text."""
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": f"{case_text.rstrip()}\n\nDecide: approve or reject?"},
+        {"role": "user", "content": f"{case_text.rstrip()}\n\n{ANSWER_LINE}"},
     ]
 
 

@@ -58,6 +58,7 @@ def fleet_report(probes: Sequence[Probe], fleet: Mapping[str, str]) -> dict[str,
             entry["spearman_total"] = None if math.isnan(rho_total) else rho_total
             entry["spearman_active"] = None if math.isnan(rho_active) else rho_active
         out["rounds"][state] = entry
+    out["seed_fleet"] = dict(zip(spec.rungs, spec.names))  # the configurations the labels stand for in the seed
     out["table_text"] = format_table(rows, {m: f"{l} {m}" for l, m in fleet.items()})
     return out
 

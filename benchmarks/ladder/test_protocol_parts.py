@@ -377,6 +377,24 @@ def test_retune_rule_violations(tmp_path) -> None:
     assert "v1-third: a v1 retune is re-probed on seed 102, not 130" in text
     assert "rung r: 2 retunes; at most 1 is allowed" in text
     assert f"retunes {passing.name}, which passed the gate" in text
+    assert "v1-third: retunes a v1 probe on seed 102; the registered first probe runs on seed 101" in text
+
+
+def test_retune_against_the_generators_registered_dials(tmp_path) -> None:
+    """The generator's own states: v1-r1 -> v1-max moves only the registered distractor dial; a v2 state's
+    dials moved onto a v1 probe are not registered for v1."""
+    from fixtures.ladder import REGISTERED_DIALS, STATES, retune
+
+    base, moved = STATES["v1-r1"], retune(STATES["v1-r1"], "v1-r1-retune", distractors=6)
+    first = write_probe(tmp_path, errors=ZERO, variant="v1", state=base.name, seed=101, rung="r", dials=base.dials())
+    again = write_probe(tmp_path, errors=ZERO, variant="v1", state=moved.name, seed=102, rung="r",
+                        retune_of=first.name, dials=moved.dials())
+    assert retune_violations(read_probes([first, again]), REGISTERED_DIALS) == []
+    foreign = write_probe(tmp_path, errors=ZERO, variant="v1", state="v1-odd", seed=102, rung="q",
+                          dials={**base.dials(), "invoice_lines": [6, 9]}, retune_of=first.name, name="v1-odd")
+    problems = retune_violations(read_probes([first, foreign]), REGISTERED_DIALS)
+    assert problems == ["v1-odd: retunes a probe of another rung (r)",
+                        "v1-odd: moves dials that are not registered: invoice_lines"]
 
 
 # --------------------------------------------------------------------------- command-line options

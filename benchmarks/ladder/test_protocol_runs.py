@@ -101,6 +101,8 @@ def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path, r
         gate = protocol["classifications"]["gate"]["outcome"]["label"]
         tests = outcomes(report)
         assert {k: v for k, v in tests.items() if k.startswith("test_gate_rule")} == expected_rule_pattern(gate)
+        others = {k: v for k, v in tests.items() if not k.startswith(("test_gate_rule", "test_clause"))}
+        assert len(others) == 11 and set(others.values()) == {"passed"}, others  # completeness and analysis
         for clause, classification in CLAUSES.items():
             fired = protocol["classifications"][f"clause_{clause}"]["outcome"]["label"]
             rule = classification.labels[0]
@@ -149,9 +151,10 @@ def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path, r
 
 
 def test_coded_outcomes_are_counted(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    """Timeouts, HTTP errors and prose answers become coded units that the shares count; none is dropped."""
+    """Timeouts, HTTP errors and prose answers become coded units that the shares count; none is dropped.
+    Under two xdist workers one worker runs the probe under the run's lock and the other reads its ledger."""
     results = tmp_path / "results"
-    result = run_ladder(pytester, results, "--model", "scripted-ladder-flaky")
+    result = run_ladder(pytester, results, "--model", "scripted-ladder-flaky", "-n", "2")  # two xdist workers
     report = report_of(results)
     protocol = report["benchmark"]["protocols"]["ladder"]
     assert protocol["status"] == "complete", result.stdout.str()
@@ -159,7 +162,7 @@ def test_coded_outcomes_are_counted(pytester: pytest.Pytester, tmp_path: Path) -
     assert protocol["classifications"]["clause_d"]["outcome"]["label"] == "D_ERRORED_OVER_LIMIT"
     [folder] = find_probes(results)
     units = [json.loads(line) for line in (folder / UNITS_FILE).read_text().splitlines()]
-    assert len(units) == 150
+    assert len(units) == 150 == len({u["unit_id"] for u in units})
     kinds = {u["outcome"] for u in units}
     assert {"timeout", "errored", "unparsed", "correct", "wrong"} <= kinds
     rescored = rescore(folder)["probes"][0]
