@@ -25,25 +25,6 @@ from ._checker import (
     check,
     check_steps,
 )
-from ._enumerate import (
-    Bounds,
-    Enumeration,
-    EnumerationLimitError,
-    enumerate_solutions,
-    grounded_steps,
-)
-from ._errors import CheckerUsageError, FamilyRegistryError, WorldFileError, WorldsError
-from ._grammar import ParseResult, Step, format_steps, parse_candidate
-from ._loader import SCHEMA_VERSION, load_world, world_from_mapping
-from ._model import Budget, Example, Failure, Family, Param, Primitive, Reason, World
-from ._pairs import (
-    Fingerprint,
-    Replica,
-    abstract_fingerprint,
-    copy_solves,
-    instantiate_replica,
-    rename_mapping,
-)
 from ._construct import (
     MOTIF_REQUIRED,
     WITNESS_ONLY,
@@ -63,6 +44,16 @@ from ._construct import (
     reachable_graph,
     render_prompt,
 )
+from ._enumerate import (
+    Bounds,
+    Enumeration,
+    EnumerationLimitError,
+    enumerate_solutions,
+    grounded_steps,
+)
+from ._errors import CheckerUsageError, FamilyRegistryError, WorldFileError, WorldsError
+from ._grammar import ParseResult, Step, format_steps, parse_candidate
+from ._loader import SCHEMA_VERSION, load_world, world_from_mapping
 from ._manifest import (
     MANIFEST_SCHEMA_PATH,
     TOKENIZERS,
@@ -71,13 +62,27 @@ from ._manifest import (
     prompt_token_counts,
     validate_manifest,
 )
+from ._model import Budget, Example, Failure, Family, Param, Primitive, Reason, World
+from ._pairs import (
+    Fingerprint,
+    Replica,
+    abstract_fingerprint,
+    copy_solves,
+    instantiate_replica,
+    rename_mapping,
+)
 from ._reference import Replay
 from ._reference import replay as reference_replay
 from ._registry import family_names, get_family, register_family
 from ._render import GRAMMAR_TEXT, format_state, raw_of_world, render_world
 from ._schedule import Schedule, ScheduleState
+from ._showcase import (
+    PAIRS_DIR,
+    build_pair_from_file,
+    build_showcase_pairs,
+    pair_spec_paths,
+)
 from ._signature import dependent, motif_signature, solution_classes
-from ._showcase import PAIRS_DIR, build_pair_from_file, build_showcase_pairs, pair_spec_paths
 from ._token_workshop import TokenState, TokenWorkshop
 
 #: Folder holding the shipped world files.
@@ -95,44 +100,20 @@ def shipped_worlds() -> tuple[Path, ...]:
 
 
 __all__ = [
+    "DATA_DIR",
     "GRAMMAR_TEXT",
     "MANIFEST_SCHEMA_PATH",
     "MOTIF_REQUIRED",
     "PAIRS_DIR",
-    "TOKENIZERS",
-    "WITNESS_ONLY",
-    "Demonstration",
-    "Pair",
-    "PairConstructionError",
-    "PairSide",
-    "PairSpec",
-    "PrimitiveExample",
-    "build_manifest",
-    "build_pair",
-    "build_pair_from_file",
-    "build_showcase_pairs",
-    "copy_audit",
-    "example_states_on_solution_paths",
-    "examples_chain_to_goal",
-    "format_state",
-    "isomorphism_certificate",
-    "load_pair_spec",
-    "manifest_digest",
-    "pair_spec_paths",
-    "production_edges",
-    "prompt_token_counts",
-    "reachable_graph",
-    "render_prompt",
-    "raw_of_world",
-    "render_world",
-    "validate_manifest",
-    "DATA_DIR",
     "SCHEMA_PATH",
     "SCHEMA_VERSION",
+    "TOKENIZERS",
+    "WITNESS_ONLY",
     "Bounds",
     "Budget",
     "CheckResult",
     "CheckerUsageError",
+    "Demonstration",
     "Enumeration",
     "EnumerationLimitError",
     "Example",
@@ -140,9 +121,14 @@ __all__ = [
     "Family",
     "FamilyRegistryError",
     "Fingerprint",
+    "Pair",
+    "PairConstructionError",
+    "PairSide",
+    "PairSpec",
     "Param",
     "ParseResult",
     "Primitive",
+    "PrimitiveExample",
     "Reason",
     "Replay",
     "Replica",
@@ -157,24 +143,43 @@ __all__ = [
     "WorldFileError",
     "WorldsError",
     "abstract_fingerprint",
+    "build_manifest",
+    "build_pair",
+    "build_pair_from_file",
+    "build_showcase_pairs",
     "canonical_state",
     "check",
     "check_steps",
+    "copy_audit",
     "copy_solves",
     "dependent",
     "enumerate_solutions",
+    "example_states_on_solution_paths",
+    "examples_chain_to_goal",
     "family_names",
+    "format_state",
     "format_steps",
     "get_family",
     "grounded_steps",
     "instantiate_replica",
+    "isomorphism_certificate",
+    "load_pair_spec",
     "load_world",
+    "manifest_digest",
     "motif_signature",
+    "pair_spec_paths",
     "parse_candidate",
+    "production_edges",
+    "prompt_token_counts",
+    "raw_of_world",
+    "reachable_graph",
     "reference_replay",
     "register_family",
     "rename_mapping",
+    "render_prompt",
+    "render_world",
     "shipped_worlds",
     "solution_classes",
+    "validate_manifest",
     "world_from_mapping",
 ]

@@ -453,7 +453,7 @@ def copy_audit(demo_world: World, demo: Sequence[str], target: World, target_sig
     demo = tuple(demo)
     n = len(demo)
     for length in range(n, 0, -1):
-        for start in range(0, n - length + 1):
+        for start in range(n - length + 1):
             window = demo[start : start + length]
             what = "the demonstration" if length == n else f"its steps {start + 1}..{start + length}"
             if check(target, "".join(s + "\n" for s in window)).status is Status.VALID:

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ._checker import check
 from ._construct import (
     MOTIF_REQUIRED,
     Pair,
@@ -30,12 +31,11 @@ from ._construct import (
     reachable_graph,
     structure_hash,
 )
-from ._checker import check
 from ._enumerate import grounded_steps
 from ._grammar import __doc__ as _GRAMMAR_DOC
-from ._signature import motif_signature
 from ._model import World
 from ._render import GRAMMAR_TEXT
+from ._signature import motif_signature
 
 __all__ = [
     "MANIFEST_SCHEMA_PATH",
@@ -53,7 +53,7 @@ MANIFEST_SCHEMA_PATH = Path(__file__).parent / "schema" / "pair_manifest.schema.
 TOKENIZERS = ("smollm2-135m-instruct", "gemma-3-270m")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tokenizer(name: str):
     """Load a bundled model's tokenizer once per process; returns (tokenizer, revision) or (None, why).
 

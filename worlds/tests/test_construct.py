@@ -127,7 +127,7 @@ goal = { require = { blade = 1 } }
 initial = { ore = 1, coal = 1, forge = 1, hammer = 1 }
 goal = { require = { blade = 1, ash = 1 } }
 """
-    pair, facts = build_pair(load_pair_spec(_spec(tmp_path, body, base)))
+    pair, _facts = build_pair(load_pair_spec(_spec(tmp_path, body, base)))
     assert pair.novelty == worlds.WITNESS_ONLY and "witness_only" in pair.flags
     world = load_world(base)
     sols = enumerate_solutions(world).solutions

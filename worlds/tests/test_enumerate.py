@@ -22,7 +22,6 @@ from worlds import reference_replay as replay
 from ._worlds import SHIPPED, SHIPPED_IDS, TINY_SCHEDULE, raw
 
 
-
 def _brute_force(world, raw_map=None):
     """Check every sequence of grounded steps up to the step cap; return the VALID ones."""
     steps = grounded_steps(world)

@@ -25,9 +25,8 @@ from contextlib import contextmanager
 import pytest
 
 import worlds._enumerate as en
-from worlds._audit import audit_sequences
-
 from worlds import Status, check_steps, grounded_steps, world_from_mapping
+from worlds._audit import audit_sequences
 
 from ._mutants import check_enumeration
 from ._worlds import raw
@@ -68,8 +67,9 @@ def _patched(**attrs):
             setattr(en, k, v)
 
 
-def _real(name):
-    return getattr(en, name)
+#: the unpatched decision functions, for mutants that wrap them
+REAL_ADMISSIBLE = en._admissible
+REAL_EFFECTIVE_STEPS = en._effective_steps
 
 
 MUTANTS: dict[str, tuple[Callable, str]] = {
@@ -84,7 +84,7 @@ MUTANTS: dict[str, tuple[Callable, str]] = {
     ),
     "cost_cap_strict": (
         lambda: _patched(
-            _admissible=lambda fam, w, n, cost, left, real=_real("_admissible"): cost < left and real(fam, w, n, cost, left)
+            _admissible=lambda fam, w, n, cost, left: cost < left and REAL_ADMISSIBLE(fam, w, n, cost, left)
         ),
         "a step that spends exactly the cost left is refused",
     ),
@@ -107,7 +107,7 @@ MUTANTS: dict[str, tuple[Callable, str]] = {
         "no legal continuation after the goal first holds",
     ),
     "depth_off_by_one": (
-        lambda: _patched(_effective_steps=lambda w, b, real=_real("_effective_steps"): real(w, b) - 1),
+        lambda: _patched(_effective_steps=lambda w, b: REAL_EFFECTIVE_STEPS(w, b) - 1),
         "searches one step less than the step cap",
     ),
 }
@@ -143,7 +143,7 @@ CHECKS = {"enumeration": check_enumeration, "tw001_audit": check_tw001_audit, "m
 def _run(name: str) -> list[str]:
     try:
         return CHECKS[name]()
-    except Exception as exc:  # a broken enumerator may crash; that counts as caught
+    except Exception as exc:  # noqa: BLE001 - a broken enumerator may crash; that counts as caught
         return [f"{name}: raised {type(exc).__name__}: {exc}"]
 
 
