@@ -21,7 +21,6 @@ from worlds import (
 )
 
 
-
 def _jsonschema():
     return pytest.importorskip("jsonschema", reason="manifest schema validation needs the jsonschema package")
 
