@@ -13,7 +13,10 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
+
+from benchmarks.core import sha256_json
 
 from fixtures.pzombie import measured_prompts
 
@@ -98,12 +101,17 @@ def synthetic_records(name: str, seed: int = 8, *, errors: int = 0) -> list[PzRe
     shapes = dict(zip(PRESET_PREFIX, SCENARIOS[name]))
     rng = random.Random(seed)
     direction = [rng.gauss(0.0, 1.0) for _ in ZONES]
+    # The input is a property of the prompt: both presets see the same token ids (drawn by the first shape).
+    first = SCENARIOS[name][0]
+    inputs = {}
+    for row in measured_prompts():
+        td_mean = first.category_td.get(row["category"], 0.7)
+        inputs[row["prompt_id"]] = _input_ids(rng, min(1.0, max(0.1, rng.gauss(td_mean, first.td_spread))))
     records = []
     for preset, shape in shapes.items():
         for index, row in enumerate(measured_prompts()):
             category = row["category"]
-            td_mean = shape.category_td.get(category, 0.7)
-            ids = _input_ids(rng, min(1.0, max(0.1, rng.gauss(td_mean, shape.td_spread))))
+            ids = inputs[row["prompt_id"]]
             td = token_diversity(ids)
             sharp = shape.category_level[category] + shape.td_coupling * (td - 0.7) + rng.gauss(0.0, shape.noise)
             weights = _weights(max(0.0, sharp), direction)
@@ -133,3 +141,40 @@ def synthetic_records(name: str, seed: int = 8, *, errors: int = 0) -> list[PzRe
                 engine={"synthetic_scenario": name},
             ))
     return records
+
+
+def prefill_run(results_dir: Path, run_id: str, name: str, *, errors: int = 0, seed: int = 8) -> Path:
+    """Write a complete set of measurements for scenario ``name`` into ``results_dir/pzombie/run_id/``.
+
+    A run started with ``--results-dir=results_dir --run-id=run_id`` then finds
+    every unit recorded (as when resuming a finished run), measures nothing and
+    goes straight to aggregate, stats, figures and the rules.
+    """
+    from benchmarks.core import Ledger, Run
+    from benchmarks.core.provenance import utc_now
+    from fixtures import fixture_hash
+    from fixtures.pzombie import PZOMBIE_SET, calibration_prompts
+
+    from .protocol import HERE, PREREG
+
+    run = Run("pzombie", run_id, Path(results_dir), utc_now(), HERE)
+    with Ledger(run.path("records.jsonl"), PzRecord, "unit_id") as ledger:
+        for record in synthetic_records(name, seed, errors=errors):
+            ledger.append(record)
+    state = {"scenario": name, "seed": seed, "frozen": True}
+    for preset in PRESET_PREFIX:
+        run.write_json(f"calibration-{preset}.json", {
+            "preset": preset,
+            "calibration_prompt_ids": [row["prompt_id"] for row in calibration_prompts()],
+            "frozen_state": state,
+            "frozen_state_sha256": sha256_json(state),
+        })
+    run.record_provenance(
+        model={"id": f"synthetic-records-{name}", "revision": "sha256:" + sha256_json({"scenario": name, "seed": seed})},
+        seeds=PREREG.values.seeds,
+        prereg=PREREG,
+        fixtures={PZOMBIE_SET: fixture_hash(PZOMBIE_SET)},
+        extra={"scale": PREREG.values.run.default_scale, "max_new_tokens": PREREG.values.generation.max_new_tokens,
+               "deviations": [f"synthetic records of scenario {name!r}, not a model run"]},
+    )
+    return run.dir
