@@ -194,9 +194,18 @@ def build_manifest(pair: Pair, facts: dict, token_counts: bool = True) -> dict:
         if token_counts
         else {n: {"unavailable": "not requested"} for n in TOKENIZERS}
     )
-    for name, d in counts.items():
-        if "F" in d and d["F"] != d["C"]:
-            residual.append(f"prompt tokens ({name}): F {d['F']}, C {d['C']}")
+    # output burden: the first optimal base solution (base order), written in each side's labels
+    opt_base = min(facts["target_enum"].solutions, key=lambda s: (len(s), s))
+    outputs = {k: "".join(x + "\n" for x in sd.replica.translate(opt_base)) for k, sd in (("F", f), ("C", c))}
+    out_counts = (
+        prompt_token_counts(outputs)
+        if token_counts
+        else {n: {"unavailable": "not requested"} for n in TOKENIZERS}
+    )
+    for what, cnt in (("prompt", counts), ("optimal output", out_counts)):
+        for name, d in cnt.items():
+            if "F" in d and d["F"] != d["C"]:
+                residual.append(f"{what} tokens ({name}): F {d['F']}, C {d['C']}")
     opt_f, opt_c = enum_f.optimal_length, enum_c.optimal_length
     cost_f = _min_cost(f.target, enum_f.solutions)
     b = f.target.budget
@@ -230,6 +239,7 @@ def build_manifest(pair: Pair, facts: dict, token_counts: bool = True) -> dict:
         "primitive_exposure_matched": exposure_matched,
         "solver_search_metrics": {"F": _search_metrics(f.target, enum_f), "C": _search_metrics(c.target, enum_c)},
         "prompt_token_counts": counts,
+        "output_token_counts": out_counts,
         "residual_mismatches": residual,
         "eligibility": "directional_showcase" if pair.novelty == MOTIF_REQUIRED else "directional_showcase_witness_only",
         "world": world_facts,
@@ -281,7 +291,8 @@ def manifest_digest(manifest: dict, *, without_token_counts: bool = False) -> st
     m = dict(manifest)
     if without_token_counts:
         m.pop("prompt_token_counts", None)
-        m["residual_mismatches"] = [r for r in m["residual_mismatches"] if not r.startswith("prompt tokens")]
+        m.pop("output_token_counts", None)
+        m["residual_mismatches"] = [r for r in m["residual_mismatches"] if " tokens (" not in r]
     blob = json.dumps(m, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 
