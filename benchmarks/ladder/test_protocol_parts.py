@@ -56,12 +56,20 @@ def test_parse_decision(text: str, expected: str | None) -> None:
     assert parse_decision(text) == expected
 
 
+def rescore_module():
+    """The stdlib-only rescorer script, loaded as a module under a name of its own."""
+    import importlib.util
+
+    if "ladder_rescore_script" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("ladder_rescore_script", HERE / "rescore.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["ladder_rescore_script"] = module
+    return sys.modules["ladder_rescore_script"]
+
+
 def test_rescorer_parser_agrees_with_the_suite() -> None:
-    sys.path.insert(0, str(HERE))
-    try:
-        import rescore  # the stdlib-only script, imported as a plain module
-    finally:
-        sys.path.remove(str(HERE))
+    rescore = rescore_module()
     samples = ["DECISION: APPROVE", "decision=rejected", "<think>x</think> Approve!", "<think>", "maybe", "APPROVE REJECT",
                "Decision: approve\nDecision: reject", "**DECISION:** APPROVE", "DECISION:\nAPPROVE"]
     for text in samples:
@@ -433,3 +441,50 @@ def test_default_options_are_the_preregistered_probe() -> None:
     shorter = settings_from(_Options(ladder_units_per_tier=2, ladder_max_tokens=16, benchmark_model="m"))
     assert shorter.deviations == ("rung 'm' instead of the preregistered 'smollm2-135m-instruct'",
                                   "2 units per tier instead of 30", "max_tokens 16 instead of 8192")
+
+
+# --------------------------------------------------------------------------- properties: suite and rescorer agree
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+_PIECES = ["DECISION", "decision", ":", "=", "-", " ", "\n", "**", "APPROVE", "approve", "REJECT", "rejected",
+           "approved", "<think>", "</think>", "maybe", ".", "Approve", "X"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join))
+def test_parsers_agree_on_any_answer(text: str) -> None:
+    assert rescore_module().decision_of(text) == parse_decision(text)
+
+
+_SHARE = st.one_of(st.none(), st.sampled_from([0.0, 0.02, 0.05, 0.1, 0.35]), st.floats(0, 1))
+
+
+@given(overall=_SHARE, tier45=_SHARE, errored=_SHARE, at_floor=st.integers(0, 5), applies=st.sampled_from([0, 1]))
+def test_rule_engines_agree_on_any_metrics(overall, tier45, errored, at_floor, applies) -> None:
+    """The rescorer's stdlib rule reading decides every classification as the suite's rule engine does,
+    including at the band edges and when a share is undefined."""
+    import tomllib
+
+    prereg = tomllib.loads((HERE / "prereg.toml").read_text())
+    values = {"overall_error": overall, "tier45_error": tier45, "errored_share": errored,
+              "tiers_at_floor": at_floor, "gradient_applies": applies}
+    result = judge(values)
+    rescore = rescore_module()
+    assert rescore.decide(prereg["gate"], prereg["thresholds"], values) == result.label
+    for clause in "abcd":
+        assert rescore.decide(prereg[f"clause_{clause}"], prereg["thresholds"], values) == result.clauses[clause]
+
+
+def test_fleet_report_command(tmp_path, capsys) -> None:
+    from .report import main
+
+    folders = round_of(tmp_path, "v2-r2", 202, {"R0": ABOVE, "R1": IN, "R2": IN, "R3": ZERO, "R4": ZERO})
+    assert main([*map(str, folders), *(f"--fleet={k}={v}" for k, v in FLEET.items())]) == 0
+    text = capsys.readouterr().out
+    assert "instrument: NOT_PROVEN" in text and "intersection: None" in text
+    assert main([*map(str, folders), *(f"--fleet={k}={v}" for k, v in FLEET.items()), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    feasibility = report["rounds"]["v2-r2"]["feasibility"]
+    assert feasibility["rungs"]["R3"]["bound"] and feasibility["max_ratio"] > feasibility["ratio_limit"]
+    assert report["seed_fleet"]["R0"] == "qwen3.5"
