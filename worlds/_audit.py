@@ -43,12 +43,13 @@ class SequenceAudit:
     """Outcome counts of a complete sequence audit.
 
     world_id: the audited world.  alphabet: grounded steps.  max_steps: step cap.
-    product_total: sequences of length 1..max_steps.
+    product_total: sequences of length 1..max_steps (0 when the product view was not run).
     product_counts: (status, reason, failing step) -> count over all of them.
     product_by_length: length -> {status: count}.
     tree_total: nodes of the execution tree (length 1..max_steps + 1).
     tree_counts: (status, reason, failing step) -> count over the tree.
-    valid: the VALID sequences (rendered steps), sorted.
+    valid: the VALID sequences (rendered steps), sorted (from the execution tree; the
+        product view, when run, must find the same set or a disagreement is recorded).
     enumerated: the enumerator's solutions, sorted.
     disagreements: sequences where checker and reference interpreter differ (empty when certified).
     """
@@ -108,13 +109,18 @@ def _classify(world, raw, seq: tuple[str, ...], disagreements: list) -> tuple:
     return got[:3], r
 
 
-def audit_sequences(raw: Mapping[str, Any]) -> SequenceAudit:
-    """Audit every bounded grounded sequence of the world mapping ``raw`` (see module docstring)."""
+def audit_sequences(raw: Mapping[str, Any], product: bool = True) -> SequenceAudit:
+    """Audit every bounded grounded sequence of the world mapping ``raw`` (see module docstring).
+
+    ``product=False`` runs the execution tree alone (for worlds whose full
+    product is too large); every VALID sequence commits all its steps, so the
+    tree still finds them all. The product fields are then empty.
+    """
     world = world_from_mapping(dict(raw))
     alphabet = [s.render() for s in grounded_steps(world)]
     cap = world.budget.max_steps
     total = sum(len(alphabet) ** k for k in range(1, cap + 1))
-    if total > MAX_AUDITED_SEQUENCES:
+    if product and total > MAX_AUDITED_SEQUENCES:
         raise WorldsError(
             f"world {world.id}: {total} sequences exceed the audit limit {MAX_AUDITED_SEQUENCES}; "
             "audit a smaller world or lower its step cap"
@@ -123,7 +129,8 @@ def audit_sequences(raw: Mapping[str, Any]) -> SequenceAudit:
     counts: Counter = Counter()
     by_len: dict[int, Counter] = {}
     valid = []
-    for k in range(1, cap + 1):
+    tree_valid = []
+    for k in range(1, cap + 1 if product else 1):
         by_len[k] = Counter()
         for seq in itertools.product(alphabet, repeat=k):
             key, r = _classify(world, raw, seq, disagreements)
@@ -142,20 +149,24 @@ def audit_sequences(raw: Mapping[str, Any]) -> SequenceAudit:
                 key, r = _classify(world, raw, seq, disagreements)
                 tree[key] += 1
                 tree_total += 1
+                if r.status is Status.VALID:
+                    tree_valid.append(seq)
                 if r.executed == len(seq):  # every step committed: extend further
                     nxt.append(seq)
         frontier = nxt
     enum = enumerate_solutions(world)
+    if product and sorted(valid) != sorted(tree_valid):
+        disagreements.append(("product and execution tree find different VALID sets", (), ()))
     return SequenceAudit(
         world.id,
         len(alphabet),
         cap,
-        total,
+        total if product else 0,
         dict(counts),
         {k: dict(v) for k, v in by_len.items()},
         tree_total,
         dict(tree),
-        tuple(sorted(valid)),
+        tuple(sorted(tree_valid)),
         tuple(sorted(enum.solutions)),
         tuple(disagreements),
     )

@@ -319,3 +319,10 @@ def test_construction_does_not_depend_on_the_replica_seeds(path, f_seed, c_seed)
 def _labels(world) -> set[str]:
     names = {e for e, _ in world.entities} | {p.name for p in world.primitives} | set(world.entity_types)
     return names - {"start", "machine", "task"}
+
+
+def test_tree_only_audit_finds_the_same_valid_sequences():
+    full = audit_sequences(raw("tw_001"))
+    tree = audit_sequences(raw("tw_001"), product=False)
+    assert tree.valid == full.valid == tree.enumerated
+    assert tree.tree_counts == full.tree_counts and tree.product_total == 0 and tree.product_counts == {}
