@@ -1,0 +1,129 @@
+"""Copy, random and greedy baselines on every pair target (seeded, deterministic, no model).
+
+* copy: each demonstration of a side, written verbatim, truncated, or
+  renamed onto the target (``worlds.copy_solves``).  A copy that solves
+  the target flags the pair: the fixture must be rejected before any model
+  outcome is seen.
+* random: ``random_samples`` sequences of grounded steps of the target, each
+  of a uniform length from 1 to the step cap; the share that is VALID.
+* greedy: from s0, repeatedly take the legal step that most increases goal
+  progress (then lowest cost, then name) until the goal holds, no step is
+  legal, or the step cap is reached; whether the result is VALID.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import worlds
+
+#: Flag set on a pair whose target a copied demonstration solves.
+COPY_FLAG = "copy_baseline_solves_target"
+
+
+@dataclass(frozen=True)
+class SideBaselines:
+    """Baseline outcomes on one target world."""
+
+    condition: str  # F or C
+    target_id: str
+    copy_solves: tuple[str, ...]  # per solving demonstration: why it solves (empty: no copy solves)
+    random_valid: int  # VALID samples
+    random_samples: int
+    greedy_steps: tuple[str, ...]
+    greedy_status: str  # VALID / INVALID / MALFORMED
+    greedy_reason: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "condition": self.condition, "target_id": self.target_id, "copy_solves": list(self.copy_solves),
+            "random_valid": self.random_valid, "random_samples": self.random_samples,
+            "random_valid_rate": self.random_valid / self.random_samples if self.random_samples else None,
+            "greedy_steps": list(self.greedy_steps), "greedy_status": self.greedy_status,
+            "greedy_reason": self.greedy_reason,
+        }
+
+
+def _text(steps: Sequence[str]) -> str:
+    return "".join(s + "\n" for s in steps)
+
+
+def copy_baseline(target: worlds.World, demonstrations: Sequence[tuple[worlds.World, Sequence[str]]]) -> tuple[str, ...]:
+    """Why each demonstration that solves ``target`` when copied does so (verbatim, truncated or renamed)."""
+    found = []
+    for index, (demo_world, steps) in enumerate(demonstrations):
+        why = worlds.copy_solves(demo_world, tuple(steps), target)
+        if why is not None:
+            found.append(f"demonstration {index}: {why}")
+    return tuple(found)
+
+
+def random_baseline(target: worlds.World, samples: int, seed: int) -> int:
+    """How many of ``samples`` seeded random grounded-step sequences are VALID."""
+    rng = random.Random(f"{seed}:random:{target.id}")
+    alphabet = [s.render() for s in worlds.grounded_steps(target)]
+    valid = 0
+    for _ in range(samples):
+        length = rng.randint(1, target.budget.max_steps)
+        valid += worlds.check(target, _text(rng.choice(alphabet) for _ in range(length))).ok
+    return valid
+
+
+def _progress(world: worlds.World, state: Any) -> int:
+    spec = world.spec
+    if world.family == "token_workshop":
+        return sum(min(state.count(token), need) for token, need in spec.goal)
+    if world.family == "schedule":
+        return sum(state.placed(task) is not None for task in spec.goal)
+    return 0
+
+
+def greedy_baseline(target: worlds.World) -> tuple[tuple[str, ...], worlds.CheckResult]:
+    """The greedy step sequence and its check result."""
+    alphabet = sorted(s.render() for s in worlds.grounded_steps(target))
+    family = worlds.get_family(target.family)
+    steps: list[str] = []
+    state = target.initial_state
+    while len(steps) < target.budget.max_steps and not family.goal(target, state):
+        options = []
+        for step in alphabet:
+            result = worlds.check(target, _text([*steps, step]))
+            if result.executed == len(steps) + 1:
+                options.append((-_progress(target, result.final_state), result.cost, step, result.final_state))
+        if not options:
+            break
+        _, _, step, state = min(options, key=lambda o: o[:3])
+        steps.append(step)
+    return tuple(steps), worlds.check(target, _text(steps) if steps else "")
+
+
+def side_demonstrations(side: Any) -> list[tuple[worlds.World, tuple[str, ...]]]:
+    """(source world, steps) of every demonstration on a pair side."""
+    return [(demo.source, tuple(demo.steps)) for demo in side.demonstrations]
+
+
+def side_baselines(side: Any, samples: int, seed: int) -> SideBaselines:
+    target = side.target
+    greedy_steps, greedy = greedy_baseline(target)
+    return SideBaselines(
+        condition=side.condition, target_id=target.id,
+        copy_solves=copy_baseline(target, side_demonstrations(side)),
+        random_valid=random_baseline(target, samples, seed), random_samples=samples,
+        greedy_steps=greedy_steps, greedy_status=greedy.status.value,
+        greedy_reason=greedy.reason.value if greedy.reason else None,
+    )
+
+
+def pair_baselines(pairs: Sequence[Any], samples: int, seed: int) -> dict[str, Any]:
+    """Baselines on both sides of every pair, and the pairs a copy flags."""
+    rows = {}
+    flagged = []
+    for pair in pairs:
+        sides = [side_baselines(pair.f, samples, seed), side_baselines(pair.c, samples, seed)]
+        flags = sorted({COPY_FLAG for s in sides if s.copy_solves})
+        if flags:
+            flagged.append(pair.pair_id)
+        rows[pair.pair_id] = {"flags": flags, "sides": [s.as_dict() for s in sides]}
+    return {"pairs": rows, "copy_flagged_pairs": len(flagged), "flagged": sorted(flagged)}

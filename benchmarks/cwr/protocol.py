@@ -1,0 +1,466 @@
+"""Fiction-CWR: preregistration schema, the five conditions' prompts, strict answer parsers, graders, records, metrics.
+
+Conditions (seed table "Conditions"):
+
+P  primitive probes: is this step legal here (``ANSWER: LEGAL|ILLEGAL``), or
+   what exact state does this legal step produce (``STATE:`` block);
+R  supplied-handbook retrieval: which artifact id is the valid solution (``ANSWER: H-XXXX``);
+E  execute a candidate: ``ANSWER: ILLEGAL AT STEP k`` or ``ANSWER: LEGAL, GOAL MET|NOT MET`` plus the final ``STATE:``;
+F, C synthesis: the pair side's prompt body verbatim; the answer is an artifact graded by ``worlds.check``.
+
+Every prompt is a single-turn chat of its own: nothing from one answer reaches
+another prompt.  A malformed answer is a coded parse status, counted as wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+import worlds
+from benchmarks.core import ClassificationSpec, ProtocolHeader, classification, load_prereg, sha256_bytes
+from benchmarks.core.stats import paired_difference_interval
+
+HERE = Path(__file__).resolve().parent
+
+CONDITIONS = ("P", "R", "E", "F", "C")
+CONTROL_CONDITIONS = ("P", "R", "E")
+SYNTHESIS_CONDITIONS = ("F", "C")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str  # preregistered model (hub id)
+    revision: str  # branch or sha; resolved to a commit sha before loading
+    dtype: str
+    device: str
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class MeasurementSpec:
+    fixture_set: str  # registered P/R/E fixture set
+    pair_set: str  # "showcase": worlds.build_showcase_pairs()
+    replicas_per_pair: int  # target replica seeds per showcase pair; each replica is one paired unit
+    max_new_tokens: dict[str, int]  # generation bound per condition
+
+
+@dataclass(frozen=True)
+class BaselineSpec:
+    random_samples: int  # seeded random step sequences per target
+
+
+@dataclass(frozen=True)
+class AnalysisSpec:
+    confidence: float  # level of the paired F - C interval
+
+
+@dataclass(frozen=True)
+class SensitivitySpec:
+    delta: tuple[float, ...]  # deficit values the summary re-classifies at (report only)
+    tau: tuple[float, ...]  # mastery values the summary re-classifies at (report only)
+
+
+@dataclass(frozen=True)
+class CwrPrereg:
+    protocol: ProtocolHeader
+    model: ModelSpec
+    seeds: dict[str, int]
+    measurement: MeasurementSpec
+    baselines: BaselineSpec
+    analysis: AnalysisSpec
+    thresholds: dict[str, float]
+    sensitivity: SensitivitySpec
+    classification: ClassificationSpec
+
+
+PREREG = load_prereg(HERE / "prereg.toml", CwrPrereg)
+GATE = classification(PREREG)
+
+
+def gate_at(delta: float, tau: float):
+    """The preregistered rule order compiled with other thresholds (for the sensitivity grid only)."""
+    thresholds = {**PREREG.values.thresholds, "delta": float(delta), "tau": float(tau)}
+    return PREREG.values.classification.build(thresholds)
+
+
+# --------------------------------------------------------------------------- state text
+
+
+def state_lines(family: str, described: Mapping[str, Any]) -> list[str]:
+    """A state as ``name = value`` lines, sorted by name (the format P and E answers use)."""
+    if not described:
+        return ["(empty)"]
+    if family == "schedule":
+        return [f"{task} = {p['machine']} @ {p['start']}" for task, p in sorted(described.items())]
+    return [f"{token} = {count}" for token, count in sorted(described.items())]
+
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_TOKEN_LINE = re.compile(rf"({_NAME})\s*=\s*(\d+)")
+_PLACEMENT_LINE = re.compile(rf"({_NAME})\s*=\s*({_NAME})\s*@\s*(\d+)")
+
+
+def parse_state(family: str, lines: Sequence[str]) -> dict[str, Any] | None:
+    """The inverse of :func:`state_lines`; None for any line that does not fit or a repeated name.
+
+    token_workshop entries with count 0 are dropped (an absent token has count 0).
+    """
+    body = [line.strip().strip("`").strip() for line in lines]
+    body = [line.lstrip("-* ").strip() for line in body if line]
+    if body == ["(empty)"] or body == ["empty"]:
+        return {}
+    out: dict[str, Any] = {}
+    for line in body:
+        if family == "schedule":
+            m = _PLACEMENT_LINE.fullmatch(line)
+            value: Any = {"machine": m.group(2), "start": int(m.group(3))} if m else None
+        else:
+            m = _TOKEN_LINE.fullmatch(line)
+            value = int(m.group(2)) if m else None
+        if m is None or m.group(1) in out:
+            return None
+        out[m.group(1)] = value
+    if family != "schedule":
+        out = {k: v for k, v in out.items() if v > 0}
+    return out
+
+
+# --------------------------------------------------------------------------- prompts
+
+_INTRO = ("This is a closed, fully specified world. Use only the rules written below; "
+          "nothing outside this message applies.")
+_LEGAL_MEANS = ("A step is legal when its primitive exists, its arguments name permitted entities of the right types, "
+                "it is applicable in the current state, the step count and total cost stay within the budget, "
+                "no inventory cap or horizon is exceeded, and the state after it satisfies every hard constraint "
+                "that must hold in every state.")
+_STATE_FORMAT = {
+    "token_workshop": "one line per token held, written  name = count  (tokens with count 0 are left out; "
+                      "write (empty) when nothing is held)",
+    "schedule": "one line per placed task, written  task = machine @ start  (write (empty) when no task is placed)",
+}
+
+
+def handbook(raw: Mapping[str, Any]) -> str:
+    """The complete world as the synthesis prompts show it (``worlds.render_world``)."""
+    return worlds.render_world(dict(raw))
+
+
+def _situation(item: Mapping[str, Any], world: worlds.World) -> list[str]:
+    return [
+        "CURRENT SITUATION",
+        f"Steps already executed: {item['steps_used']} (budget: at most {world.budget.max_steps}).",
+        f"Cost already spent: {item['cost_used']} (budget: at most {world.budget.max_cost}).",
+        "Current state:",
+        *state_lines(world.family, item["state"]),
+    ]
+
+
+def control_prompt(item: Mapping[str, Any], world: worlds.World, raw: Mapping[str, Any]) -> str:
+    """The user message of a P, R or E item."""
+    parts = [_INTRO, "", "WORLD HANDBOOK", handbook(raw), ""]
+    condition = item["condition"]
+    if condition == "P":
+        parts += [*_situation(item, world), "", "PROBE STEP", item["probe"], "", "QUESTION"]
+        if item["kind"] == "verdict":
+            parts += [f"Is the probe step legal as the next step? {_LEGAL_MEANS}",
+                      "Reply with exactly one line:  ANSWER: LEGAL  or  ANSWER: ILLEGAL"]
+        else:
+            parts += ["The probe step is legal here. What is the exact state right after it?",
+                      f"Reply with a line  STATE:  followed by the state, {_STATE_FORMAT[world.family]}."]
+    elif condition == "R":
+        parts += ["ARTIFACT HANDBOOK",
+                  "Each artifact is a step sequence; it is executed from the initial state of the world."]
+        for entry in item["handbook"]:
+            parts += ["", f"[{entry['id']}]", *entry["steps"]]
+        parts += ["", "QUESTION",
+                  "Exactly one artifact is a valid solution: executed from the initial state every step is legal, "
+                  "every hard constraint holds, the budget is kept and the goal holds at the end. Which one?",
+                  "Reply with exactly one line:  ANSWER: <artifact id>   (for example  ANSWER: H-0000)"]
+    elif condition == "E":
+        parts += ["CANDIDATE (executed from the initial state, one step per line)",
+                  *(f"{i}. {step}" for i, step in enumerate(item["candidate"], start=1)), "", "QUESTION",
+                  f"Execute the candidate step by step. {_LEGAL_MEANS}",
+                  "If some step is illegal, reply with one line  ANSWER: ILLEGAL AT STEP <n>  where n is the number "
+                  "of the first illegal step.",
+                  "If every step is legal, reply with one line  ANSWER: LEGAL, GOAL MET  or  ANSWER: LEGAL, GOAL NOT MET  "
+                  "(whether the goal holds at the end), then a line  STATE:  followed by the final state, "
+                  f"{_STATE_FORMAT[world.family]}."]
+    else:
+        raise ValueError(f"control_prompt serves P, R and E items, not condition {condition!r}")
+    return "\n".join(parts)
+
+
+def chat(user_text: str) -> list[dict[str, str]]:
+    """One fresh single-turn chat (no system message): every unit is a separate session."""
+    return [{"role": "user", "content": user_text}]
+
+
+# --------------------------------------------------------------------------- parsers
+
+#: Parse statuses; anything but "ok" is a malformed answer and counts as wrong.
+PARSE_STATUSES = ("ok", "generation_error", "no_answer_line", "several_answer_lines", "bad_answer_value",
+                  "no_state_block", "bad_state_block", "several_code_blocks", "unclosed_code_block")
+
+_ANSWER = re.compile(r"^\s*[*_`]*\s*ANSWER\s*[*_`]*\s*:\s*[*_`]*\s*(.*?)\s*[*_`.]*\s*$", re.IGNORECASE)
+_STATE = re.compile(r"^\s*[*_`]*\s*STATE\s*[*_`]*\s*:\s*[*_`]*\s*(.*?)\s*$", re.IGNORECASE)
+
+
+def _answer_value(text: str) -> tuple[str, str | None]:
+    found = [m.group(1) for line in text.splitlines() if (m := _ANSWER.match(line))]
+    if not found:
+        return "no_answer_line", None
+    if len(found) > 1:
+        return "several_answer_lines", None
+    return "ok", " ".join(found[0].upper().replace(",", " , ").split())
+
+
+def _state_block(family: str, text: str) -> tuple[str, dict[str, Any] | None]:
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if _STATE.match(line)]
+    if len(starts) != 1:
+        return "no_state_block", None
+    first = _STATE.match(lines[starts[0]]).group(1)  # type: ignore[union-attr]
+    block = [first] if first else []
+    for line in lines[starts[0] + 1:]:
+        if not line.strip():
+            if block:
+                break
+            continue
+        if line.strip().startswith("```"):
+            if block:
+                break
+            continue
+        block.append(line)
+    state = parse_state(family, block) if block else None
+    return ("ok", state) if state is not None else ("bad_state_block", None)
+
+
+def parse_control(item: Mapping[str, Any], family: str, text: str) -> tuple[str, Any]:
+    """(parse status, parsed answer) of a P, R or E generation; the answer is None unless the status is ok.
+
+    Only the ``ANSWER:`` line and the ``STATE:`` block are read; other prose is
+    unscored.  Exactly one ``ANSWER:`` line (and at most one ``STATE:`` line)
+    may occur.
+    """
+    condition, kind = item["condition"], item["kind"]
+    if condition == "P" and kind == "effect":
+        status, state = _state_block(family, text)
+        return status, ({"state": state} if status == "ok" else None)
+    status, value = _answer_value(text)
+    if status != "ok":
+        return status, None
+    assert value is not None
+    if condition == "P":
+        return ("ok", {"verdict": value}) if value in ("LEGAL", "ILLEGAL") else ("bad_answer_value", None)
+    if condition == "R":
+        m = re.fullmatch(r"\[?(H-[0-9A-F]{4})\]?", value)
+        return ("ok", {"artifact": m.group(1)}) if m else ("bad_answer_value", None)
+    m = re.fullmatch(r"ILLEGAL AT STEP (\d+)", value)
+    if m:
+        return "ok", {"verdict": "ILLEGAL", "step": int(m.group(1))}
+    m = re.fullmatch(r"LEGAL , GOAL (MET|NOT MET)", value)
+    if not m:
+        return "bad_answer_value", None
+    status, state = _state_block(family, text)
+    if status != "ok":
+        return status, None
+    return "ok", {"verdict": "LEGAL", "goal": m.group(1) == "MET", "state": state}
+
+
+_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*$")
+
+
+def extract_artifact(text: str) -> tuple[str, str | None]:
+    """(parse status, artifact text) of a synthesis answer.
+
+    The whole answer is the artifact (the grammar the prompt states allows
+    comments and blank lines, not prose).  One exception: an answer made only
+    of one fenced code block (```...```) is unwrapped.  Two or more fences
+    pairs, or an unclosed fence, are coded outcomes.
+    """
+    lines = text.strip("\n").splitlines()
+    fences = [i for i, line in enumerate(lines) if _FENCE.match(line)]
+    if not fences:
+        return "ok", text
+    if len(fences) % 2:
+        return "unclosed_code_block", None
+    if len(fences) > 2:
+        return "several_code_blocks", None
+    first, last = fences
+    outside = [line for i, line in enumerate(lines) if (i < first or i > last) and line.strip()]
+    if outside:
+        return "ok", text  # prose around a block: the checker decides (MALFORMED)
+    return "ok", "\n".join(lines[first + 1:last]) + "\n"
+
+
+def grade_control(item: Mapping[str, Any], parsed: Any) -> bool:
+    """Exact match of the parsed answer with the checker-derived expected answer."""
+    return parsed is not None and parsed == item["expected"]
+
+
+def expected_answer_text(item: Mapping[str, Any], family: str) -> str:
+    """The answer a perfect responder writes for a P, R or E item (used by scripted policies and tests)."""
+    expected = item["expected"]
+    if item["condition"] == "P":
+        if item["kind"] == "effect":
+            return "STATE:\n" + "\n".join(state_lines(family, expected["state"]))
+        return f"ANSWER: {expected['verdict']}"
+    if item["condition"] == "R":
+        return f"ANSWER: {expected['artifact']}"
+    if expected["verdict"] == "ILLEGAL":
+        return f"ANSWER: ILLEGAL AT STEP {expected['step']}"
+    goal = "GOAL MET" if expected["goal"] else "GOAL NOT MET"
+    return f"ANSWER: LEGAL, {goal}\nSTATE:\n" + "\n".join(state_lines(family, expected["state"]))
+
+
+# --------------------------------------------------------------------------- units and records
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One prompt to measure: a P/R/E item or one side of a pair."""
+
+    item_id: str  # P/R/E: the fixture item id; F/C: "<F|C>:<pair id>"
+    condition: str
+    kind: str  # P: verdict/effect; R: retrieval; E: goal/non_goal/illegal; F/C: synthesis
+    pair_id: str | None  # F/C: the pair; None for controls
+    world_ref: str  # world behind the prompt (for F/C: "pair:<id>:<F|C>")
+    family: str
+    prompt_text: str  # the user message
+    expected: Any  # P/R/E: the expected answer; F/C: None (every valid artifact passes)
+
+
+@dataclass(frozen=True)
+class CwrRecord:
+    """One unit's measurement: a line of ``records.jsonl``."""
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    item_id: str
+    condition: str  # P, R, E, F or C
+    kind: str
+    pair_id: str | None
+    world_ref: str
+    family: str
+    prompt: str  # the rendered prompt text the model saw
+    prompt_sha256: str
+    prompt_tokens: int | None
+    max_new_tokens: int  # the generation bound actually used
+    generation: str  # raw greedy text
+    finish_reason: str
+    generation_error: str | None  # coded backend failure; the unit counts as wrong
+    parse_status: str  # one of PARSE_STATUSES
+    parsed: Any  # P/R/E: the parsed answer; F/C: the extracted artifact text; None when not ok
+    expected: Any  # P/R/E: the expected answer; F/C: None
+    check_status: str | None  # F/C: VALID / INVALID / MALFORMED from worlds.check; None for controls
+    check_reason: str | None  # F/C: the checker's reason
+    check_failing_step: int | None  # F/C: the checker's first failing step (0-based)
+    correct: bool  # P/R/E: exact match; F/C: check_status == VALID
+
+
+def make_record(unit: Unit, prompt: str, response: Any, max_new_tokens: int, target: worlds.World | None) -> CwrRecord:
+    error = getattr(response, "error", None)
+    text = response.text or ""
+    check_status = check_reason = check_step = None
+    if error is not None:
+        parse_status, parsed, correct = "generation_error", None, False
+    elif unit.condition in SYNTHESIS_CONDITIONS:
+        assert target is not None
+        parse_status, parsed = extract_artifact(text)
+        if parse_status == "ok":
+            result = worlds.check(target, parsed)
+            check_status, check_step = result.status.value, result.failing_step
+            check_reason = result.reason.value if result.reason else None
+        correct = check_status == "VALID"
+    else:
+        parse_status, parsed = parse_control({"condition": unit.condition, "kind": unit.kind}, unit.family, text)
+        correct = grade_control({"expected": unit.expected}, parsed)
+    return CwrRecord(
+        item_id=unit.item_id, condition=unit.condition, kind=unit.kind, pair_id=unit.pair_id,
+        world_ref=unit.world_ref, family=unit.family, prompt=prompt,
+        prompt_sha256=sha256_bytes(prompt.encode("utf-8")), prompt_tokens=getattr(response, "prompt_tokens", None),
+        max_new_tokens=max_new_tokens, generation=text, finish_reason=response.finish_reason,
+        generation_error=error, parse_status=parse_status, parsed=parsed, expected=unit.expected,
+        check_status=check_status, check_reason=check_reason, check_failing_step=check_step, correct=bool(correct),
+    )
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def paired_table(records: Sequence[CwrRecord]) -> dict[str, int]:
+    """2x2 table of F and C exact validity over the pairs measured under both conditions."""
+    by_pair: dict[str, dict[str, bool]] = {}
+    for r in records:
+        if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None:
+            by_pair.setdefault(r.pair_id, {})[r.condition] = r.correct
+    table = {"both": 0, "f_only": 0, "c_only": 0, "neither": 0, "unpaired": 0}
+    for sides in by_pair.values():
+        if set(sides) != {"F", "C"}:
+            table["unpaired"] += 1
+            continue
+        key = {(True, True): "both", (True, False): "f_only", (False, True): "c_only", (False, False): "neither"}
+        table[key[(sides["F"], sides["C"])]] += 1
+    return table
+
+
+def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Flat metrics; undefined ratios are None.  Denominator of every rate: all units of the condition."""
+    out: dict[str, Any] = {}
+    for condition in CONDITIONS:
+        rows = [r for r in records if r.condition == condition]
+        out[f"{condition}.units"] = len(rows)
+        out[f"{condition}.correct"] = sum(r.correct for r in rows)
+        out[f"{condition}.parse_coverage"] = _ratio(sum(r.parse_status == "ok" for r in rows), len(rows))
+        out[f"{condition}.generation_errors"] = sum(r.generation_error is not None for r in rows)
+        name = "validity" if condition in SYNTHESIS_CONDITIONS else "accuracy"
+        out[f"{condition}.{name}"] = _ratio(sum(r.correct for r in rows), len(rows))
+    for kind in ("verdict", "effect"):
+        rows = [r for r in records if r.condition == "P" and r.kind == kind]
+        out[f"P.{kind}.accuracy"] = _ratio(sum(r.correct for r in rows), len(rows))
+    table = paired_table(records)
+    out.update({f"pairs.{k}": v for k, v in table.items()})
+    n = table["both"] + table["f_only"] + table["c_only"] + table["neither"]
+    out["pairs.n"] = n
+    if n:
+        interval = paired_difference_interval(table["both"], table["f_only"], table["c_only"], table["neither"],
+                                              PREREG.values.analysis.confidence)
+        out["deficit.estimate"], out["deficit.lower"], out["deficit.upper"] = interval.estimate, interval.low, interval.high
+    else:
+        out["deficit.estimate"] = out["deficit.lower"] = out["deficit.upper"] = None
+    if baseline_summary is not None:
+        out["baselines.copy_flagged_pairs"] = baseline_summary["copy_flagged_pairs"]
+    return out
+
+
+def finite(values: Mapping[str, Any]) -> dict[str, float]:
+    """The metrics a rule may read (None and non-finite values left out, so a rule reading one errors)."""
+    return {k: float(v) for k, v in values.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def sensitivity_grid(measured: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The classification at every (delta, tau) of the preregistered grid; reported, never used to choose."""
+    values = finite(measured)
+    grid = []
+    for delta in PREREG.values.sensitivity.delta:
+        for tau in PREREG.values.sensitivity.tau:
+            try:
+                label = gate_at(delta, tau).evaluate(values).label
+            except Exception as exc:  # an unmeasured metric: recorded, not hidden
+                label = f"not classifiable: {exc}"
+            grid.append({"delta": delta, "tau": tau, "classification": label})
+    return grid
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

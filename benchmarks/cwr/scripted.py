@@ -1,0 +1,133 @@
+"""Scripted CWR responders: an enumerator-backed solver and policies that reach each classification.
+
+A scripted model sees only the rendered prompt text.  The run builds a
+:class:`AnswerKey` mapping each rendered prompt to its unit (item id,
+condition, expected answer, and for F/C the target world), so a policy is
+handed the world by item id; it never parses the world out of the prompt.
+
+* right answer, P/R/E: the checker-derived expected answer, written in the
+  prompt's reply format;
+* right answer, F/C: the first valid solution (sorted) that
+  ``worlds.enumerate_solutions`` finds for the target world: the solver
+  searches, it does not read a stored witness;
+* wrong answer: a parseable but wrong reply (flipped verdict, a distractor
+  id, a shifted step, a perturbed state; F/C: the enumerated solution minus
+  its last step, which leaves the goal unmet).
+
+``scripted-oracle`` (from ``models``) answers every prompt right; the models
+registered here (``SCENARIOS``) mix right and wrong answers by condition.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import models
+import worlds
+from models import ScriptedModel
+
+from .protocol import Unit, expected_answer_text, state_lines
+
+
+@functools.lru_cache(maxsize=256)
+def _solve(target: worlds.World) -> tuple[str, ...]:
+    solutions = worlds.enumerate_solutions(target).solutions
+    if not solutions:
+        raise models.ModelError(f"the enumerator finds no valid solution for {target.id}")
+    return solutions[0]
+
+
+@dataclass
+class AnswerKey:
+    """Rendered prompt -> (unit, target world or None)."""
+
+    units: dict[str, tuple[Unit, Any]] = field(default_factory=dict)
+
+    def add(self, prompt: str, unit: Unit, target: Any) -> None:
+        self.units[prompt] = (unit, target)
+
+    def unit(self, prompt: str) -> tuple[Unit, Any]:
+        try:
+            return self.units[prompt]
+        except KeyError:
+            raise models.ModelError("scripted CWR model: the prompt is not one of this run's units") from None
+
+    def __call__(self, prompt: str) -> str:
+        return self.right(prompt)
+
+    def right(self, prompt: str) -> str:
+        unit, target = self.unit(prompt)
+        if unit.condition in ("F", "C"):
+            return "".join(step + "\n" for step in _solve(target))
+        return expected_answer_text({"condition": unit.condition, "kind": unit.kind, "expected": unit.expected},
+                                    unit.family)
+
+    def wrong(self, prompt: str) -> str:
+        unit, target = self.unit(prompt)
+        expected = unit.expected
+        if unit.condition in ("F", "C"):
+            solution = _solve(target)
+            return "".join(step + "\n" for step in solution[:-1]) or "# no steps\n"
+        if unit.condition == "P" and unit.kind == "verdict":
+            return "ANSWER: " + ("ILLEGAL" if expected["verdict"] == "LEGAL" else "LEGAL")
+        if unit.condition == "P":
+            return "STATE:\n" + "\n".join(state_lines(unit.family, _perturbed(unit.family, expected["state"])))
+        if unit.condition == "R":
+            return "ANSWER: H-0000" if expected["artifact"] != "H-0000" else "ANSWER: H-0001"
+        if expected["verdict"] == "ILLEGAL":
+            return f"ANSWER: ILLEGAL AT STEP {expected['step'] + 1}"
+        goal = "GOAL NOT MET" if expected["goal"] else "GOAL MET"
+        return f"ANSWER: LEGAL, {goal}\nSTATE:\n" + "\n".join(state_lines(unit.family, expected["state"]))
+
+
+def _perturbed(family: str, state: dict[str, Any]) -> dict[str, Any]:
+    if family == "schedule":
+        return {k: {**v, "start": v["start"] + 1} for k, v in state.items()} or {"nothing": {"machine": "m", "start": 0}}
+    return {**state, "phantom": state.get("phantom", 0) + 1}
+
+
+@dataclass(frozen=True)
+class ByCondition(models.Policy):
+    """Right or wrong per condition; for C, right on the first ``c_right_share`` of the pairs (sorted by id)."""
+
+    key: AnswerKey
+    right_on: tuple[str, ...]  # conditions answered right
+    c_right_share: float = 1.0  # share of C units answered right when "C" is in right_on
+    label: str = ""
+
+    def __call__(self, prompt: str) -> str:
+        unit, _ = self.key.unit(prompt)
+        right = unit.condition in self.right_on
+        if right and unit.condition == "C" and self.c_right_share < 1.0:
+            pairs = sorted({u.pair_id for u, _ in self.key.units.values() if u.condition == "C"})
+            right = pairs.index(unit.pair_id) < round(self.c_right_share * len(pairs))
+        return self.key.right(prompt) if right else self.key.wrong(prompt)
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": "cwr.ByCondition", "right_on": list(self.right_on), "c_right_share": self.c_right_share,
+                "label": self.label}
+
+
+#: name -> (conditions answered right, share of C answered right, what the scenario shows)
+SCENARIOS: dict[str, tuple[tuple[str, ...], float, str]] = {
+    "scripted-cwr-f-only": (("P", "R", "E", "F"), 1.0, "masters primitives, solves every F target and no C target"),
+    "scripted-cwr-most-c": (("P", "R", "E", "F", "C"), 0.75, "solves every F target and three quarters of the C targets"),
+    "scripted-cwr-no-mastery": (("R", "E", "F"), 1.0, "answers every P probe wrong"),
+}
+
+
+def _factory(name: str, right_on: tuple[str, ...], share: float) -> Callable[..., ScriptedModel]:
+    def build(*, gold: Any = None, **_: Any) -> ScriptedModel:
+        if not isinstance(gold, AnswerKey):
+            raise models.ModelError(f"{name} runs only inside the CWR protocol (it needs the run's answer key)")
+        return ScriptedModel(name, ByCondition(gold, right_on, share, name))
+    return build
+
+
+def register_scenarios() -> None:
+    """Register the scenario models once per process."""
+    for name, (right_on, share, summary) in SCENARIOS.items():
+        if models.model_kind(name) is None:
+            models.register_model(name, "scripted", f"CWR scenario: {summary}", _factory(name, right_on, share))

@@ -1,0 +1,150 @@
+"""End-to-end CWR runs through pytester: every classification with a scripted responder, and the bundled SmolLM2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.core.rundir import SUITE_ROOT
+
+from .protocol import GATE, HERE, PREREG
+
+COMPLETENESS = ["test_every_condition_has_units", "test_every_unit_recorded_once", "test_generation_done",
+                "test_parsing_and_grading_done", "test_error_coded_units_are_counted", "test_baselines_done",
+                "test_fixtures_file_written", "test_records_file_written", "test_summary_file_written"]
+#: Generation bound of the reduced SmolLM2 self-check (recorded in its summary as a deviation).
+SMOLLM2_MAX_NEW_TOKENS = 16
+#: Units per condition in the reduced SmolLM2 self-check.
+SMOLLM2_UNITS = 1
+
+
+def run_cwr(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> tuple[pytest.RunResult, dict[str, Any], Path]:
+    results = tmp_path / "results"
+    result = pytester.runpytest_subprocess(
+        str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}", f"--results-dir={results}", "-p", "no:cacheprovider", *args,
+    )
+    reports = sorted((results / "cwr").glob("*/report.json"))
+    assert len(reports) == 1, result.stdout.str() + result.stderr.str()
+    return result, json.loads(reports[0].read_text()), reports[0].parent
+
+
+def outcomes(report: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    by_name = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
+    rules = [by_name[f"test_rule[{label}]"] for label in GATE.labels]
+    return rules, {name: by_name[name] for name in COMPLETENESS}
+
+
+def rescore(run_dir: Path) -> dict[str, Any]:
+    # -S -I: no site-packages and no environment, so the rescorer cannot import anything from the suite.
+    done = subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), str(run_dir)],
+                          capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def pattern_for(label: str) -> list[str]:
+    """Rules before the decided one pass, the decided one passes only if it is a passing state, the rest skip."""
+    index = GATE.labels.index(label)
+    decided = "passed" if GATE.rules[index].passes else "failed"
+    return ["passed"] * index + [decided] + ["skipped"] * (len(GATE.labels) - index - 1)
+
+
+P, F, S = "passed", "failed", "skipped"
+
+
+@pytest.mark.parametrize(("model", "expected_label", "pattern"), [
+    ("scripted-oracle", "DEFICIT_OF_DELTA_REJECTED", [P, P, P, F, S]),
+    ("scripted-cwr-f-only", "RECOMBINATION_DEFICIT_SUPPORTED", [P, P, P, S, S]),
+    ("scripted-cwr-most-c", "INCONCLUSIVE", [P, P, P, P, F]),
+    ("scripted-cwr-no-mastery", "PRIMITIVE_MASTERY_NOT_ESTABLISHED", [P, F, S, S, S]),
+])
+def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: Path, model: str,
+                                           expected_label: str, pattern: list[str]) -> None:
+    result, report, run_dir = run_cwr(pytester, tmp_path, "--model", model)
+    rules, completeness = outcomes(report)
+    assert rules == pattern == pattern_for(expected_label), result.stdout.str()
+    assert set(completeness.values()) == {"passed"}, completeness
+    protocol = report["benchmark"]["protocols"]["cwr"]
+    assert protocol["status"] == "complete"
+    assert protocol["classifications"]["cwr"]["outcome"]["label"] == expected_label
+    skipped = [t for t in report["tests"] if t["outcome"] == "skipped"]
+    assert all(f"preempted by {expected_label}" in t["call"]["longrepr"] for t in skipped)
+    assert result.ret == (0 if expected_label == "RECOMBINATION_DEFICIT_SUPPORTED" else 1)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["classification"]["label"] == expected_label
+    assert summary["deviations"] == [f"model {model!r} instead of the preregistered {PREREG.values.model.id!r}"]
+    preregistered = [g for g in summary["sensitivity"]
+                     if g["delta"] == PREREG.values.thresholds["delta"] and g["tau"] == PREREG.values.thresholds["tau"]]
+    assert [g["classification"] for g in preregistered] == [expected_label]
+    rescored = rescore(run_dir)
+    assert rescored["classification"] == expected_label and rescored["mismatched_units"] == []
+    for key, value in rescored["metrics"].items():
+        assert summary["metrics"][key] == pytest.approx(value), key
+
+
+def test_two_xdist_workers_share_one_measurement(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Under -n 2 one worker measures under the run's lock; the other reads the same records."""
+    _, report, run_dir = run_cwr(pytester, tmp_path, "--model", "scripted-oracle", "-n", "2")
+    rules, completeness = outcomes(report)
+    assert rules == pattern_for("DEFICIT_OF_DELTA_REJECTED") and set(completeness.values()) == {"passed"}
+    lines = (run_dir / "records.jsonl").read_text().splitlines()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert len(lines) == sum(summary["units"].values()) == len({json.loads(line)["item_id"] for line in lines})
+
+
+def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.Pytester, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    result = pytester.runpytest_subprocess(str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}",
+                                           f"--results-dir={tmp_path / 'results'}", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert f"CWR cannot run: {PREREG.values.model.id}@main" in text
+    assert "smollm2-135m-instruct" in text
+
+
+def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    result = pytester.runpytest_subprocess(str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}",
+                                           f"--results-dir={tmp_path / 'results'}", "-p", "no:cacheprovider",
+                                           "--model", "scripted-oracle", "--cwr-max-new-tokens=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--cwr-max-new-tokens must be a positive integer, got 0" in result.stderr.str() + result.stdout.str()
+
+
+def test_bundled_smollm2_reduced_pass(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Every condition, a few units each, bounded generation, on the real bundled model; the rescorer must agree."""
+    start = time.perf_counter()
+    result, report, run_dir = run_cwr(pytester, tmp_path, "--model", "smollm2-135m-instruct",
+                                      f"--cwr-units-per-condition={SMOLLM2_UNITS}",
+                                      f"--cwr-max-new-tokens={SMOLLM2_MAX_NEW_TOKENS}")
+    wall = time.perf_counter() - start
+    rules, completeness = outcomes(report)
+    assert completeness == {name: "passed" for name in COMPLETENESS}, result.stdout.str()
+    protocol = report["benchmark"]["protocols"]["cwr"]
+    assert protocol["status"] == "complete"
+    label = protocol["classifications"]["cwr"]["outcome"]["label"]
+    assert rules == pattern_for(label)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["units"] == {c: SMOLLM2_UNITS for c in ("P", "R", "E", "F", "C")}
+    assert summary["max_new_tokens"] == {c: min(n, SMOLLM2_MAX_NEW_TOKENS)
+                                         for c, n in PREREG.values.measurement.max_new_tokens.items()}
+    assert any(d.startswith(f"generation bounds capped at {SMOLLM2_MAX_NEW_TOKENS} tokens") for d in summary["deviations"])
+    assert f"reduced pass: {SMOLLM2_UNITS} units per condition instead of all" in summary["deviations"]
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    assert all(r["max_new_tokens"] == summary["max_new_tokens"][r["condition"]] for r in records)
+    assert all(r["prompt_tokens"] and r["prompt_tokens"] > 0 for r in records)
+    rescored = rescore(run_dir)
+    assert rescored["mismatched_units"] == [] and rescored["classification"] == label
+    provenance = protocol["provenance"]
+    assert provenance["model"]["id"] == "smollm2-135m-instruct"
+    assert provenance["model"]["revision"].startswith("sha256:")
+    print(f"SmolLM2 CWR reduced run: {label} in {wall:.1f} s; "
+          f"parse statuses {json.dumps(summary['parse_statuses'], sort_keys=True)}; "
+          f"metrics {json.dumps(rescored['metrics'], sort_keys=True)}")

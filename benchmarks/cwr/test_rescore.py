@@ -1,0 +1,89 @@
+"""The stdlib rescorer agrees with the suite's parsers and verdict on varied replies, and notices a tampered record."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from benchmarks.core import canonical_json
+from fixtures.cwr import build_cwr_items
+
+from .baselines import pair_baselines
+from .conftest import build_units, run_pairs
+from .protocol import GATE, HERE, PREREG, expected_answer_text, finite, make_record, metrics
+from .scripted import AnswerKey
+
+VARIANTS = [
+    lambda right, wrong: right,
+    lambda right, wrong: wrong,
+    lambda right, wrong: "Reasoning first.\n" + right + "\nDone.",
+    lambda right, wrong: right.replace("ANSWER:", "**Answer:**").replace("STATE:", "State:"),
+    lambda right, wrong: right + "\n" + right,
+    lambda right, wrong: "```\n" + right + "\n```",
+    lambda right, wrong: right.lower(),
+    lambda right, wrong: "",
+]
+
+
+def _response(text: str, error: str | None = None):
+    return SimpleNamespace(text=text, finish_reason="error" if error else "stop", error=error, prompt_tokens=None)
+
+
+def _write_run(tmp_path: Path) -> tuple[Path, list]:
+    pairs = run_pairs()
+    units, targets = build_units(build_cwr_items(), pairs, None)
+    key = AnswerKey()
+    for unit in units:
+        key.add(unit.item_id, unit, targets.get(unit.item_id))
+    records = []
+    for index, unit in enumerate(units):
+        right, wrong = key.right(unit.item_id), key.wrong(unit.item_id)
+        text = VARIANTS[index % len(VARIANTS)](right, wrong)
+        error = "timeout" if index % 37 == 36 else None
+        records.append(make_record(unit, unit.prompt_text, _response(text, error), 8, targets.get(unit.item_id)))
+    lines = [canonical_json({**record.__dict__, "schema_version": 1}) for record in records]
+    (tmp_path / "records.jsonl").write_text("".join(line + "\n" for line in lines))
+    baselines = pair_baselines(pairs, 5, PREREG.values.seeds["baselines"])
+    (tmp_path / "baselines.json").write_text(json.dumps(baselines))
+    return tmp_path, records
+
+
+def _rescore(run_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), str(run_dir)],
+                          capture_output=True, text=True, cwd="/")
+
+
+def test_rescorer_reproduces_every_unit_and_the_verdict(tmp_path):
+    run_dir, records = _write_run(tmp_path)
+    done = _rescore(run_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["mismatched_units"] == [] and report["units"] == len(records)
+    measured = metrics(records, json.loads((run_dir / "baselines.json").read_text()))
+    assert report["classification"] == GATE.evaluate(finite(measured)).label
+    for key, value in report["metrics"].items():
+        assert measured[key] == value or abs(measured[key] - value) < 1e-12, key
+    assert 0 < measured["P.accuracy"] < 1  # the variants mix right, wrong and malformed replies
+
+
+def test_rescorer_notices_a_tampered_record(tmp_path):
+    run_dir, records = _write_run(tmp_path)
+    lines = (run_dir / "records.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["correct"] = not first["correct"]
+    lines[0] = json.dumps(first, sort_keys=True)
+    (run_dir / "records.jsonl").write_text("\n".join(lines) + "\n")
+    done = _rescore(run_dir)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["mismatched_units"] == [first["item_id"]]
+
+
+def test_rescorer_refuses_a_torn_ledger(tmp_path):
+    run_dir, _ = _write_run(tmp_path)
+    with (run_dir / "records.jsonl").open("a") as handle:
+        handle.write('{"item_id": "P:')
+    done = _rescore(run_dir)
+    assert done.returncode != 0 and "torn" in done.stderr
