@@ -15,10 +15,10 @@ changed initial state and/or goal, and optionally budget or constraints).
    (type-level dependencies: which primitive's output a later step consumes or
    holds as a catalyst; for schedules, which predecessor a task follows on the
    same or another machine) for each;
-4. chooses the withheld motif, a production edge, preferring edges present in
-   every bounded target solution ("motif-required"); when only the optimal
-   witness has it the pair is labelled "witness-only demonstration-relative
-   novelty";
+4. takes the withheld motif, a production edge, from the spec or, unpinned,
+   the edge held by the most bounded target solutions that can be
+   demonstrated; when every bounded target solution holds it the pair is
+   "motif-required", otherwise "witness-only demonstration-relative novelty";
 5. picks the F demonstration, a solution of the F source variant that realizes
    the motif, and the C demonstration, a solution of the C source variant that
    does not, of comparable length (within one step) and primitive coverage
@@ -26,8 +26,9 @@ changed initial state and/or goal, and optionally budget or constraints).
 6. rejects the fixture when a demonstration, copied verbatim, renamed, or cut
    to any contiguous window, solves its target;
 7. derives one-step primitive examples (a valid and an invalid exposure of
-   every primitive or schedule task) once on the base and translates them to
-   both sides, re-deriving each outcome on the replica;
+   every primitive or schedule task, on isolated minimal inventories or
+   off-path timetables) once on the base and translates them to both sides,
+   re-deriving each outcome on the replica;
 8. renders both prompts and the manifest.
 
 Everything is deterministic in the spec. Demonstration selection happens on
@@ -757,12 +758,11 @@ def render_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration],
             lines.append("Its hard constraints differ from the handbook's: " + json.dumps(src.get("constraints", [])))
         lines.append("Its solution:")
         lines += [f"    {s}" for s in d.steps]
-    fam_obj = get_family(fam)
     lines += [
         "",
         "=== YOUR TASK ===",
         f"Start from the initial state of world {world.id} in the handbook and reach its goal within its budget and constraints.",
-        "Goal: " + _goal_words(fam, fam_obj, world),
+        "Goal: " + _goal_words(world),
         "",
         GRAMMAR_TEXT,
         "",
@@ -771,8 +771,8 @@ def render_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration],
     return "\n".join(lines) + "\n"
 
 
-def _goal_words(fam: str, fam_obj, world: World) -> str:
-    if fam == "token_workshop":
+def _goal_words(world: World) -> str:
+    if world.family == "token_workshop":
         return "hold at least " + ", ".join(f"{n} {t}" for t, n in world.spec.goal) + "."
     return "place " + ", ".join(world.spec.goal) + "."
 
