@@ -41,7 +41,7 @@ from ._engine import (
     token_diversity,
 )
 from ._router import Routing, route, td_distribution, zone_entropy
-from ._runner import ISOLATION_MODES, ModelSpec, PxPrompt, PxRun, run_prompts
+from ._runner import ISOLATION_MODES, ModelSpec, PxPrompt, PxRun, calibration_summary, run_prompts
 
 __all__ = [
     "ACTIVE_MANIFOLD",
@@ -65,6 +65,7 @@ __all__ = [
     "Selection",
     "Welford",
     "ZONES",
+    "calibration_summary",
     "cosine",
     "default_config",
     "generation_settings",

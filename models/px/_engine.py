@@ -203,6 +203,7 @@ class PxRecord:
     token_diversity: float | None = None  # distinct / total ids of the chat-templated input
     input_tokens: int | None = None
     distinct_input_tokens: int | None = None
+    input_token_ids: list[int] = field(default_factory=list)  # the chat-templated input TD is computed from
     text: str = ""
     token_ids: list[int] = field(default_factory=list)
     new_tokens: int = 0
@@ -277,7 +278,7 @@ def run_one(
     steps = [s for s in tracer.steps if s.routing is not None]
     zones = list(config.zones)
     record = PxRecord(prompt_id=prompt_id, preset=preset, phase=phase, isolation=isolation, zones=zones,
-                      token_diversity=td, input_tokens=len(ids), distinct_input_tokens=len(set(ids)),
+                      token_diversity=td, input_tokens=len(ids), distinct_input_tokens=len(set(ids)), input_token_ids=list(ids),
                       text=response.text, token_ids=list(response.token_ids), new_tokens=len(response.token_ids),
                       finish_reason=response.finish_reason, seconds=seconds, pid=os.getpid(),
                       start_state_sha256=state_sha256, z_td=tracer.z_td)

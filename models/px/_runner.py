@@ -155,6 +155,17 @@ def _error_record(prompt: PxPrompt, job: _Job, code: str, detail: str, sha: str)
 # -- child processes ------------------------------------------------------------------------------
 
 
+def _quiet() -> None:
+    """No progress bars in worker processes (they would interleave on the caller's terminal)."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - the model's own loader reports the missing package
+        pass
+
+
 def _child_entry(target: Callable[..., Any], args: tuple, conn: Any) -> None:
     try:
         result = ("ok", target(*args))
@@ -190,19 +201,26 @@ def _in_child(ctx: Any, target: Callable[..., Any], args: tuple, timeout_s: floa
 
 
 def _spawn_calibrate(spec: ModelSpec, prompts: Sequence[PxPrompt], job: _Job) -> tuple[dict, list, dict]:
+    _quiet()
     model = spec.load()
     state, records = _calibrate(model, prompts, job)
     return state, records, model.describe().as_dict()
 
 
+def _spawn_describe(spec: ModelSpec) -> dict[str, Any]:
+    _quiet()
+    return spec.load().describe().as_dict()
+
+
 def _spawn_measure(spec: ModelSpec, prompt: PxPrompt, state: dict[str, Any], job: _Job) -> dict[str, Any]:
+    _quiet()
     return _measure(spec.load(), prompt, state, job)
 
 
 def _loader_main(spec: ModelSpec, job: _Job, calibration: Sequence[PxPrompt], prompts: Sequence[PxPrompt],
                  state: dict[str, Any] | None, timeout_s: float, conn: Any) -> None:
     """The pristine loader: load, never compute, fork a child per phase and per prompt, forward the results."""
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _quiet()
     try:
         model = spec.load()
         conn.send(("description", model.describe().as_dict()))
@@ -213,7 +231,9 @@ def _loader_main(spec: ModelSpec, job: _Job, calibration: Sequence[PxPrompt], pr
                 conn.send(("failed", f"calibration {kind}: {value}"))
                 return
             state, records = value
-            conn.send(("calibrated", state, records))
+        else:
+            records = []
+        conn.send(("calibrated", state, records))
         sha = CalibratorState.from_dict(state).sha256()
         for prompt in prompts:
             kind, value = _in_child(fork, _measure, (model, prompt, state, job), timeout_s)
@@ -232,6 +252,22 @@ def _loader_main(spec: ModelSpec, job: _Job, calibration: Sequence[PxPrompt], pr
 # -- the public entry point -----------------------------------------------------------------------
 
 
+def calibration_summary(state: Mapping[str, Any], description: Mapping[str, Any], records: Sequence[PxRecord],
+                        config: PxConfig, settings: GenerationSettings, seconds: float) -> dict[str, Any]:
+    """What ``on_calibrated`` receives: everything needed to record (and later resume) a calibrated run."""
+    frozen = CalibratorState.from_dict(state)
+    return {
+        "frozen_state": frozen.as_dict(),
+        "frozen_state_sha256": frozen.sha256(),
+        "model": dict(description),
+        "calibration_records": [r.as_dict() for r in records],
+        "config": config.as_dict(),
+        "config_sha256": config.sha256(),
+        "settings": asdict(settings),
+        "seconds_calibration": seconds,
+    }
+
+
 def run_prompts(
     model: LanguageModel | ModelSpec | str,
     prompts: Iterable[Any],
@@ -242,6 +278,7 @@ def run_prompts(
     isolation: str = "fork",
     calibration_prompts: Iterable[Any] = (),
     on_record: Callable[[PxRecord], None] | None = None,
+    on_calibrated: Callable[[dict[str, Any]], None] | None = None,
     frozen_state: Mapping[str, Any] | None = None,
     timeout_s: float = 600.0,
 ) -> PxRun:
@@ -251,6 +288,10 @@ def run_prompts(
 
     ``model``: a loaded :class:`~models.LanguageModel` (``inprocess`` only), a :class:`ModelSpec`, or a registry
     name.  ``frozen_state``: a state from an earlier run with the same config (skips calibration, e.g. to resume).
+    ``on_calibrated``: called once in this process when the frozen state exists (after calibration, or at once
+    with a given ``frozen_state``) and before the first measured record, with the JSON-ready dict of
+    :func:`calibration_summary` (frozen state and its hash, model description, calibration records, config,
+    settings, calibration wall time), so that a run killed while measuring keeps them.
     """
     if preset not in PRESETS:
         raise PxError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
@@ -281,6 +322,11 @@ def run_prompts(
     state = dict(frozen_state) if frozen_state is not None else None
     calibrated_at = started
 
+    def announce() -> None:
+        if on_calibrated is not None:
+            on_calibrated(calibration_summary(state, description, calibration_records, config, settings,
+                                              calibrated_at - started))
+
     def deliver(data: dict[str, Any]) -> None:
         record = PxRecord.from_dict(data)
         records.append(record)
@@ -294,6 +340,7 @@ def run_prompts(
             state, cal = _calibrate(loaded, calibration, job)
             calibration_records = [PxRecord.from_dict(r) for r in cal]
         calibrated_at = time.perf_counter()
+        announce()
         for prompt in measured:
             deliver(_measure(loaded, prompt, state, job))
     elif isolation == "spawn":
@@ -304,7 +351,13 @@ def run_prompts(
                 raise PxError(f"calibration failed ({kind}): {value}")
             state, cal, description = value
             calibration_records = [PxRecord.from_dict(r) for r in cal]
+        elif on_calibrated is not None:
+            kind, value = _in_child(ctx, _spawn_describe, (model,), timeout_s)
+            if kind != "ok":
+                raise PxError(f"loading the model failed ({kind}): {value}")
+            description = value
         calibrated_at = time.perf_counter()
+        announce()
         sha = CalibratorState.from_dict(state).sha256()
         for prompt in measured:
             kind, value = _in_child(ctx, _spawn_measure, (model, prompt, state, job), timeout_s)
@@ -314,7 +367,7 @@ def run_prompts(
                 code = kind if kind in ("timeout", "child_crashed") else "backend_error"
                 deliver(_error_record(prompt, job, code, str(value), sha).as_dict())
         if not description:
-            description = {"id": model.name, "note": "described by the calibration child only"}
+            description = {"id": model.name, "note": "not described: calibration was skipped (frozen_state given)"}
     else:
         ctx = multiprocessing.get_context("spawn")
         receive, send = ctx.Pipe(duplex=False)
@@ -337,9 +390,8 @@ def run_prompts(
                     state = message[1]
                     calibration_records = [PxRecord.from_dict(r) for r in message[2]]
                     calibrated_at = time.perf_counter()
+                    announce()
                 elif kind == "record":
-                    if not records and calibrated_at == started:
-                        calibrated_at = time.perf_counter()
                     deliver(message[1])
                 elif kind == "failed":
                     raise PxError(f"the isolated run failed in the loader process: {message[1]}")

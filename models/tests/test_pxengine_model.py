@@ -160,13 +160,26 @@ def test_hooks_are_removed_after_every_run_and_after_a_failure(gemma, calibrated
 
 def test_fork_and_inprocess_give_the_same_records_from_one_frozen_state(gemma):
     settings = generation_settings(ACTIVE_MANIFOLD, TOKENS, CONFIG)
-    seen = []
+    seen, events = [], []
+
+    def on_record(record):
+        seen.append(record)
+        events.append(("record", record.prompt_id))
+
     forked = run_prompts(ModelSpec("gemma-3-270m"), PROMPTS, preset=ACTIVE_MANIFOLD, config=CONFIG, settings=settings,
-                         isolation="fork", calibration_prompts=CALIBRATION, on_record=seen.append)
+                         isolation="fork", calibration_prompts=CALIBRATION, on_record=on_record,
+                         on_calibrated=lambda summary: events.append(("calibrated", summary)))
     local = run_prompts(gemma, PROMPTS, preset=ACTIVE_MANIFOLD, config=CONFIG, settings=settings,
                         isolation="inprocess", calibration_prompts=CALIBRATION)
     assert forked.frozen_state == local.frozen_state and forked.frozen_state["frozen"]
     assert [r.prompt_id for r in seen] == [p for p, _ in PROMPTS] and seen == forked.records
+    assert [e[0] for e in events] == ["calibrated"] + ["record"] * len(PROMPTS)
+    summary = events[0][1]
+    assert summary["frozen_state_sha256"] == forked.frozen_state_sha256 and summary["model"] == forked.model
+    assert [r["prompt_id"] for r in summary["calibration_records"]] == [p for p, _ in CALIBRATION]
+    for record in forked.records:
+        assert len(record.input_token_ids) == record.input_tokens
+        assert record.token_diversity == len(set(record.input_token_ids)) / len(record.input_token_ids)
     assert [_strip(a) for a in forked.records] == [_strip(b) for b in local.records]
     assert [_strip(a) for a in forked.calibration_records] == [_strip(b) for b in local.calibration_records]
     pids = {r.pid for r in forked.records}
@@ -179,8 +192,12 @@ def test_fork_and_inprocess_give_the_same_records_from_one_frozen_state(gemma):
                           isolation="inprocess", frozen_state=local.frozen_state)
     assert {r.prompt_id: _strip(r) for r in reverse.records} == {r.prompt_id: _strip(r) for r in local.records}
     # Spawn (a fresh process that reloads the weights) gives the same record too.
+    announced = []
     spawned = run_prompts(ModelSpec("gemma-3-270m"), PROMPTS[:1], preset=ACTIVE_MANIFOLD, config=CONFIG,
-                          settings=settings, isolation="spawn", frozen_state=local.frozen_state)
+                          settings=settings, isolation="spawn", frozen_state=local.frozen_state,
+                          on_calibrated=announced.append)
+    assert announced[0]["frozen_state_sha256"] == local.frozen_state_sha256
+    assert announced[0]["model"]["revision"] == gemma.describe().revision
     assert _strip(spawned.records[0]) == _strip(local.records[0]) and spawned.records[0].pid != os.getpid()
 
 
