@@ -213,6 +213,7 @@ def build_manifest(pair: Pair, facts: dict, token_counts: bool = True) -> dict:
         "entities": len(base.entities),
         "entity_types": len(base.entity_types),
         "primitives": len(base.primitives),
+        "primitive_set": [f"{p.name}({', '.join(q.type for q in p.params)})" for p in base.primitives],
         "grounded_steps": len(grounded_steps(base)),
         "constraints": len(base.spec.constraints),
         "state_space_bound": _state_bound(base),
