@@ -13,7 +13,7 @@ from benchmarks.core.plugin import benchmark_run
 from fixtures import FIXTURE_SETS, fixture_hash
 
 from .baselines import pair_baselines
-from .pairs import synthesis_pairs
+from .pairs import MOTIF_REQUIRED, synthesis_pairs
 from .protocol import (
     CONDITIONS,
     GATE,
@@ -271,9 +271,9 @@ def records(request: pytest.FixtureRequest, cwr_run, units, control_items, pairs
 
 
 @pytest.fixture(scope="session")
-def measured(records, baselines) -> dict[str, Any]:
+def measured(records, baselines, pairs) -> dict[str, Any]:
     """All metrics, undefined ratios as None."""
-    return metrics(records, baselines)
+    return metrics(records, baselines, {p.pair_id for p in pairs if p.novelty == MOTIF_REQUIRED})
 
 
 @pytest.fixture(scope="session")

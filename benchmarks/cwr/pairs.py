@@ -16,6 +16,8 @@ from typing import Any
 
 import worlds
 
+#: Novelty label of a pair whose every bounded target solution needs the withheld motif.
+MOTIF_REQUIRED = "motif-required"
 #: Offset between the replica seeds of successive replicas of one pair spec.
 REPLICA_STRIDE = 7919
 

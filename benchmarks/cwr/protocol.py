@@ -397,11 +397,11 @@ def _ratio(numerator: int, denominator: int) -> float | None:
     return numerator / denominator if denominator else None
 
 
-def paired_table(records: Sequence[CwrRecord]) -> dict[str, int]:
-    """2x2 table of F and C exact validity over the pairs measured under both conditions."""
+def paired_table(records: Sequence[CwrRecord], only: set[str] | None = None) -> dict[str, int]:
+    """2x2 table of F and C exact validity over the pairs measured under both conditions (optionally ``only`` some)."""
     by_pair: dict[str, dict[str, bool]] = {}
     for r in records:
-        if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None:
+        if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None and (only is None or r.pair_id in only):
             by_pair.setdefault(r.pair_id, {})[r.condition] = r.correct
     table = {"both": 0, "f_only": 0, "c_only": 0, "neither": 0, "unpaired": 0}
     for sides in by_pair.values():
@@ -413,8 +413,24 @@ def paired_table(records: Sequence[CwrRecord]) -> dict[str, int]:
     return table
 
 
-def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Flat metrics; undefined ratios are None.  Denominator of every rate: all units of the condition."""
+def _deficit(table: Mapping[str, int], prefix: str) -> dict[str, Any]:
+    n = table["both"] + table["f_only"] + table["c_only"] + table["neither"]
+    out: dict[str, Any] = {f"{prefix}.estimate": None, f"{prefix}.lower": None, f"{prefix}.upper": None}
+    if n:
+        interval = paired_difference_interval(table["both"], table["f_only"], table["c_only"], table["neither"],
+                                              PREREG.values.analysis.confidence)
+        out = {f"{prefix}.estimate": interval.estimate, f"{prefix}.lower": interval.low, f"{prefix}.upper": interval.high}
+    return out
+
+
+def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | None = None,
+            motif_required: set[str] | None = None) -> dict[str, Any]:
+    """Flat metrics; undefined ratios are None.  Denominator of every rate: all units of the condition.
+
+    ``motif_required``: ids of the pairs whose every bounded target solution
+    needs the withheld motif; the deficit over those pairs alone is reported
+    as ``deficit_motif_required.*`` (no rule reads it).
+    """
     out: dict[str, Any] = {}
     for condition in CONDITIONS:
         rows = [r for r in records if r.condition == condition]
@@ -431,12 +447,11 @@ def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | 
     out.update({f"pairs.{k}": v for k, v in table.items()})
     n = table["both"] + table["f_only"] + table["c_only"] + table["neither"]
     out["pairs.n"] = n
-    if n:
-        interval = paired_difference_interval(table["both"], table["f_only"], table["c_only"], table["neither"],
-                                              PREREG.values.analysis.confidence)
-        out["deficit.estimate"], out["deficit.lower"], out["deficit.upper"] = interval.estimate, interval.low, interval.high
-    else:
-        out["deficit.estimate"] = out["deficit.lower"] = out["deficit.upper"] = None
+    out.update(_deficit(table, "deficit"))
+    if motif_required is not None:
+        restricted = paired_table(records, motif_required)
+        out["pairs_motif_required.n"] = sum(v for k, v in restricted.items() if k != "unpaired")
+        out.update(_deficit(restricted, "deficit_motif_required"))
     if baseline_summary is not None:
         out["baselines.copy_flagged_pairs"] = baseline_summary["copy_flagged_pairs"]
     return out
