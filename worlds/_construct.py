@@ -444,15 +444,51 @@ def structure_hash(raw: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- audits
 
 
-def copy_audit(demo_world: World, demo: Sequence[str], target: World, target_sigs: set) -> str | None:
+def _renames_onto(window: Sequence[str], solution: Sequence[str], shared: frozenset = frozenset()) -> bool:
+    """Whether one consistent, one-to-one relabelling turns ``window`` into ``solution``.
+
+    Entities may be relabelled freely (one-to-one); primitives named in
+    ``shared`` (those the demonstration's world shares with the target) keep
+    their names, others may be relabelled one-to-one. A demonstration in the
+    target's own vocabulary is thus matched up to a renaming of its entities.
+    """
+    if len(window) != len(solution):
+        return False
+    prim: dict[str, str] = {}
+    ent: dict[Any, Any] = {}
+    for a, b in zip(window, solution):
+        sa, sb = _one_step(a), _one_step(b)
+        if sa.name in shared and sa.name != sb.name:
+            return False
+        if len(sa.args) != len(sb.args) or prim.setdefault(sa.name, sb.name) != sb.name:
+            return False
+        for x, y in zip(sa.args, sb.args):
+            if isinstance(x, int) or isinstance(y, int):
+                if x != y:
+                    return False
+            elif ent.setdefault(x, y) != y:
+                return False
+    return len(set(prim.values())) == len(prim) and len(set(ent.values())) == len(ent)
+
+
+def copy_audit(
+    demo_world: World,
+    demo: Sequence[str],
+    target: World,
+    target_sigs: set,
+    target_solutions: Sequence[Sequence[str]] | None = None,
+) -> str | None:
     """Why a demonstration would solve ``target`` when copied, or None.
 
     Covers the demonstration and every contiguous window of it (a trivially
-    truncated copy), each verbatim (checked by the checker) and renamed (its
-    motif signature equals a target solution's).
+    truncated copy), each verbatim (checked by the checker) and renamed: its
+    motif signature equals a target solution's, or (when ``target_solutions``
+    is given) one consistent relabelling of its entities (and of primitives the
+    target does not have) turns it into a bounded target solution.
     """
     demo = tuple(demo)
     n = len(demo)
+    shared = frozenset(p.name for p in demo_world.primitives) & frozenset(p.name for p in target.primitives)
     for length in range(n, 0, -1):
         for start in range(n - length + 1):
             window = demo[start : start + length]
@@ -461,6 +497,8 @@ def copy_audit(demo_world: World, demo: Sequence[str], target: World, target_sig
                 return f"{what}, copied verbatim, solve(s) target {target.id}"
             if motif_signature(demo_world, window) in target_sigs:
                 return f"{what}, renamed, match(es) the motif signature of a solution of target {target.id}"
+            if target_solutions is not None and any(_renames_onto(window, sol, shared) for sol in target_solutions):
+                return f"{what}, relabelled consistently, become(s) a solution of target {target.id}"
     return None
 
 
@@ -823,10 +861,10 @@ def build_pair(spec: PairSpec) -> tuple[Pair, dict]:
         sides_ctx[cond] = (rep, src_raw, src_w, t_enum, sigs)
 
     def ok_for(cond):
-        rep, _, src_w, _, sigs = sides_ctx[cond]
+        rep, _, src_w, t_enum, sigs = sides_ctx[cond]
 
         def ok(sol):
-            return copy_audit(src_w, rep.translate(sol), rep.world, sigs)
+            return copy_audit(src_w, rep.translate(sol), rep.world, sigs, t_enum.solutions)
 
         return ok
 
@@ -851,7 +889,7 @@ def build_pair(spec: PairSpec) -> tuple[Pair, dict]:
         text = "".join(s + "\n" for s in steps)
         if check(src_w, text).status is not Status.VALID:
             raise PairConstructionError(f"{spec.pair_id}: {cond} demonstration is not valid in its source")
-        why = copy_audit(src_w, steps, rep.world, sigs)
+        why = copy_audit(src_w, steps, rep.world, sigs, t_enum.solutions)
         if why is not None:
             raise PairConstructionError(
                 f"{spec.pair_id}: {cond} demonstration rejected: {why}; pin another demonstration or change the source"

@@ -119,6 +119,21 @@ def test_copy_audit_checks_inner_windows():
     assert copy_audit(world, ("forge_hammer(ingot_a)", "forge_blade(ingot_a)"), world, sigs) is None
 
 
+def test_copy_audit_sees_a_consistent_relabelling():
+    world = load_world(TW)
+    sols = enumerate_solutions(world).solutions
+    relabelled = tuple(s.replace("ingot_a", "ingot_b") for s in sols[0])
+    assert check(world, "".join(s + "\n" for s in relabelled)).status is not Status.VALID
+    # the signature route is switched off (no target signatures) to isolate the relabelling check
+    assert "relabelled consistently" in copy_audit(world, relabelled, world, set(), sols)
+    assert copy_audit(world, relabelled, world, set()) is None
+    renames = worlds._construct._renames_onto
+    # one-to-one: two recipes cannot both become smelt_a; shared primitives keep their names
+    assert not renames(("smelt_a()", "smelt_b()"), ("smelt_a()", "smelt_a()"))
+    assert not renames(("smelt_b()",), ("smelt_a()",), frozenset({"smelt_a", "smelt_b"}))
+    assert renames(("melt()",), ("smelt_a()",), frozenset({"smelt_a"}))
+
+
 def test_witness_only_when_another_route_avoids_the_motif(tmp_path):
     base = worlds.DATA_DIR / "bases" / "tw_004.toml"
     body = """

@@ -96,8 +96,9 @@ def test_f_demonstrates_the_motif_and_c_does_not(pid):
         assert check(d.source, d.text).status is Status.VALID
         assert check(side.target, d.text).status is not Status.VALID
         assert (_side_motif(p, side) in production_edges(d.source, d.steps)) is present
-        sigs = {motif_signature(side.target, s) for s in enumerate_solutions(side.target).solutions}
-        assert copy_audit(d.source, d.steps, side.target, sigs) is None
+        sols = enumerate_solutions(side.target).solutions
+        sigs = {motif_signature(side.target, s) for s in sols}
+        assert copy_audit(d.source, d.steps, side.target, sigs, sols) is None
         assert d.source.id != side.target.id
         assert d.source_raw["initial" if p.family == "token_workshop" else "goal"] != side.target_raw.get(
             "initial" if p.family == "token_workshop" else "goal"
