@@ -842,6 +842,13 @@ def build_pair(spec: PairSpec) -> tuple[Pair, dict]:
     c_rep = instantiate_replica(base_raw, spec.c_seed, "W")
     if f_rep.world.id == c_rep.world.id:
         raise PairConstructionError(f"{spec.pair_id}: F and C targets got the same id; use other seeds")
+    shared = (set(f_rep.entities.values()) | set(f_rep.primitives.values()) | set(f_rep.types.values())) & (
+        set(c_rep.entities.values()) | set(c_rep.primitives.values()) | set(c_rep.types.values())
+    )
+    if shared:
+        raise PairConstructionError(
+            f"{spec.pair_id}: F and C targets share the labels {sorted(shared)}; use other seeds"
+        )
     iso = isomorphism_certificate(f_rep, c_rep)
     target_enum = enumerate_solutions(base)
     if not target_enum.solutions:

@@ -184,6 +184,13 @@ def test_bad_specs_get_errors_naming_field_and_fix(tmp_path, body, match):
         build_pair(load_pair_spec(_spec(tmp_path, body)))
 
 
+def test_equal_seeds_are_refused(tmp_path):
+    path = _spec(tmp_path, GOOD_SOURCES)
+    path.write_text(path.read_text().replace("c_seed = 2", "c_seed = 1"))
+    with pytest.raises(PairConstructionError, match="same id; use other seeds"):
+        build_pair(load_pair_spec(path))
+
+
 def test_unchanged_source_and_missing_base_are_refused(tmp_path):
     same = raw("tw_001")
     body = f"""
