@@ -282,9 +282,12 @@ class TransformersModel(LanguageModel):
     @contextlib.contextmanager
     def taps(self, callback: TapCallback, layers: Sequence[int] | None = None, *, modify: bool = False) -> Iterator[None]:
         decoder = getattr(self.model, "model", None)
+        if getattr(decoder, "layers", None) is None:  # multimodal wrappers (Gemma 3 4B, Gemma 3n) keep the text stack here
+            decoder = getattr(decoder, "language_model", decoder)
         blocks = getattr(decoder, "layers", None)
         if blocks is None:
-            raise CapabilityError(f"{type(self.model).__name__} exposes no decoder layers at .model.layers")
+            raise CapabilityError(f"{type(self.model).__name__} exposes no decoder layers at .model.layers "
+                                  "or .model.language_model.layers")
         chosen = list(range(len(blocks))) if layers is None else list(layers)
         for index in chosen:
             if not 0 <= index < len(blocks):

@@ -45,11 +45,22 @@ PX_ERROR_CODES = (
 # -- telemetry ---------------------------------------------------------------------------------------
 
 
+def active_stream(hidden: Any) -> Any:
+    """The [batch, positions, hidden] residual stream of a layer output.
+
+    Gemma 3n layers carry several AltUp streams, [streams, batch, positions, hidden]; stream 0 is the active
+    one (``altup_active_idx``), the one its final norm reads.
+    """
+    if hidden.dim() == 3:
+        return hidden
+    if hidden.dim() == 4:
+        return hidden[0]
+    raise CapabilityError(f"the PX-Engine reads [batch, positions, hidden] layer outputs; got shape {tuple(hidden.shape)}")
+
+
 def last_vector(hidden: Any) -> Any:
-    """The newest position's hidden vector of batch row 0 ([batch, positions, hidden] tensors)."""
-    if hidden.dim() != 3:
-        raise CapabilityError(f"the PX-Engine reads [batch, positions, hidden] layer outputs; got shape {tuple(hidden.shape)}")
-    return hidden[0, -1]
+    """The newest position's hidden vector of batch row 0 (of the active stream)."""
+    return active_stream(hidden)[0, -1]
 
 
 def kurtosis(vector: Any) -> float:
@@ -65,6 +76,12 @@ def cosine(a: Any, b: Any) -> float:
     a, b = a.float(), b.float()
     denom = float(a.norm() * b.norm())
     return float((a * b).sum()) / denom if denom > 0 else 0.0
+
+
+def torch_cat(parts: Sequence[Any]) -> Any:
+    import torch
+
+    return torch.cat(list(parts), dim=0)
 
 
 def token_diversity(token_ids: Sequence[int]) -> float:
@@ -107,8 +124,11 @@ def _feed_forward(layer: Any, x: Any) -> Any:
 
 
 def decoder_layers(model: LanguageModel) -> Any:
-    inner = getattr(model, "model", None)
-    layers = getattr(getattr(inner, "model", None), "layers", None)
+    """The decoder layers the taps hook (``.model.layers``, or ``.model.language_model.layers`` for wrappers)."""
+    inner = getattr(getattr(model, "model", None), "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        layers = getattr(getattr(inner, "language_model", None), "layers", None)
     if layers is None:
         raise CapabilityError(f"{type(model).__name__} exposes no decoder layers; the PX-Engine needs a local transformers model")
     for layer in layers:
@@ -164,7 +184,7 @@ class Tracer:
         trace = self.steps[-1]
         if trace.routing is not None or event.layer != trace.selection.end - 1:
             return None
-        hidden = event.hidden
+        hidden = active_stream(event.hidden)
         looped = hidden
         for _ in range(trace.selection.loops):
             for index in range(trace.selection.hub, trace.selection.end):
@@ -179,7 +199,10 @@ class Tracer:
         if self.preset != ACTIVE_MANIFOLD:
             return None  # BASELINE: observed only; the layer's output stays the model's own
         weight = min(1.0, max(0.0, trace.phi if trace.phi is not None else 0.0))
-        return weight * looped + (1.0 - weight) * hidden
+        blended = weight * looped + (1.0 - weight) * hidden
+        if event.hidden.dim() == 4:  # replace the active AltUp stream only
+            return torch_cat((blended[None], event.hidden[1:]))
+        return blended
 
 
 @dataclass

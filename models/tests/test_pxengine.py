@@ -233,28 +233,64 @@ def test_generation_settings_per_preset():
         generation_settings("SUBJECTIVE")
 
 
-def test_engine_runs_llama_style_layers_and_removes_its_hooks():
-    """A random-weight Llama (feed-forward behind post_attention_layernorm) through both presets, in-process."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+def _tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    from models import bundled_folder
+    config = LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    return LlamaForCausalLM(config), "smollm2-135m-instruct", None, lambda net: net.model
+
+
+def _tiny_gemma3_multimodal():
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig, SiglipVisionConfig
+
+    text = Gemma3TextConfig(vocab_size=262208, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
+                            num_attention_heads=4, num_key_value_heads=1, head_dim=16, sliding_window=32)
+    vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=28, patch_size=14)
+    config = Gemma3Config(text_config=text.to_dict(), vision_config=vision.to_dict(), mm_tokens_per_image=4)
+    return Gemma3ForConditionalGeneration(config), "gemma-3-270m", "gemma", lambda net: net.model.language_model
+
+
+def _tiny_gemma3n():
+    from transformers import Gemma3nForCausalLM, Gemma3nTextConfig
+
+    config = Gemma3nTextConfig(vocab_size=262144, vocab_size_per_layer_input=262144, hidden_size=64,
+                               hidden_size_per_layer_input=8, intermediate_size=128, num_hidden_layers=6,
+                               num_attention_heads=4, num_key_value_heads=1, head_dim=16, laurel_rank=4,
+                               num_kv_shared_layers=2, activation_sparsity_pattern=[0.0] * 6,
+                               layer_types=["sliding_attention", "full_attention"] * 3, sliding_window=32)
+    return Gemma3nForCausalLM(config), "gemma-3-270m", "gemma", lambda net: net.model
+
+
+@pytest.mark.parametrize("build", [_tiny_llama, _tiny_gemma3_multimodal, _tiny_gemma3n],
+                         ids=["llama", "gemma3-multimodal-wrapper", "gemma3n-altup"])
+def test_engine_runs_other_layer_layouts_and_removes_its_hooks(build):
+    """Random-weight models of the other layouts the scales need, through both presets, in-process:
+    Llama-style feed-forward (post_attention_layernorm), Gemma 3 4B's multimodal wrapper (text stack at
+    .model.language_model), Gemma 3n's AltUp streams ([streams, batch, positions, hidden] layer outputs)."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from models import GEMMA3_CHAT_TEMPLATE, bundled_folder
     from models._hf import TransformersModel
     from models.px import run_prompts
 
-    folder, _ = bundled_folder("smollm2-135m-instruct")  # only its tokenizer and chat template are used
     torch.manual_seed(0)
-    llama = LlamaForCausalLM(LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
-                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512))
-    model = TransformersModel(llama, AutoTokenizer.from_pretrained(folder), model_id="tiny-llama",
-                              revision="sha256:" + "0" * 64, source="from_config")
+    net, tokenizer_of, template, text_stack = build()
+    folder, _ = bundled_folder(tokenizer_of)  # only the tokenizer is used
+    model = TransformersModel(net, AutoTokenizer.from_pretrained(folder), model_id="tiny", revision="sha256:" + "0" * 64,
+                              source="from_config", chat_template=GEMMA3_CHAT_TEMPLATE if template else None)
     config = default_config("270M", recur_start=2, final_layers=1, window_base=2, window_min=1, window_max=3,
-                            stop_tokens=())
+                            stop_tokens=("<end_of_turn>",) if template else ())
     runs = {}
     for preset in ("ACTIVE_MANIFOLD", "BASELINE"):
         runs[preset] = run_prompts(model, [("a", "What is 2 + 2?"), ("b", "Write a line about rain.")], preset=preset,
                                    config=config, settings=generation_settings(preset, 3, config),
                                    isolation="inprocess", calibration_prompts=[("c", "Name a colour.")])
-        assert all(r.ok and r.steps == r.new_tokens == 3 for r in runs[preset].records)
-        assert not llama.model._forward_pre_hooks and all(not layer._forward_hooks for layer in llama.model.layers)
+        for record in runs[preset].records:
+            assert record.ok and record.steps == record.new_tokens >= 1
+            assert all(k is not None and math.isfinite(k) for k in record.kurtosis)
+        stack = text_stack(net)
+        assert not stack._forward_pre_hooks and all(not layer._forward_hooks for layer in stack.layers)
     assert runs["ACTIVE_MANIFOLD"].records[0].loops_run > 0 and runs["BASELINE"].records[0].loops_run == 0
