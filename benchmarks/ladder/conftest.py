@@ -14,10 +14,10 @@ from benchmarks.core.plugin import benchmark_run
 
 from .analysis import probe_analysis
 from .gate import gate_metrics, judge
-from .instrument import gate_row
-from .protocol import CLAUSES, GATE, HERE, PREREG, LadderError, check_probe_seed, finite
+from .instrument import gate_row, retune_violations
+from .protocol import CLAUSES, GATE, HERE, INSTRUMENT, PREREG, RETUNE_RULE, LadderError, check_probe_seed, finite
 from .probe import ProbeSettings, run_probe
-from .records import Probe, read_probe
+from .records import Probe, find_probes, read_probe, read_probes
 
 #: Test modules whose tests run the model (marked cpu or gpu by --device).
 MODEL_RUN_MODULES = ("test_rules.py", "test_completeness.py", "test_analysis.py")
@@ -43,6 +43,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="ladder: the probe directory name this probe retunes (recorded in its metadata)")
     group.addoption("--ladder-dial", dest="ladder_dials", action="append", default=[],
                     help="ladder retune: NAME=JSON_VALUE for a registered dial (repeatable)")
+    group.addoption("--ladder-round-dir", dest="ladder_round_dir", default=None,
+                    help="ladder: a folder of probe directories to judge together (instrument verdict, retune rule); "
+                         "collects test_instrument.py")
+    group.addoption("--ladder-fleet", dest="ladder_fleet", action="append", default=[],
+                    help="ladder: LABEL=MODEL for each fleet rung (R0 = the anchor) in --ladder-round-dir "
+                         "(default: the simulated fleet when every probe is one of its workers)")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The cross-probe rules run only when a round directory is given."""
+    if collection_path.name == "test_instrument.py" and collection_path.parent == HERE:
+        return True if not config.getoption("ladder_round_dir", default=None) else None
+    return None
 
 
 def _is_model_run(item: pytest.Item) -> bool:
@@ -110,6 +123,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     if "rule" in metafunc.fixturenames:
         metafunc.parametrize("rule", GATE.labels)
+    if "instrument_rule" in metafunc.fixturenames:
+        metafunc.parametrize("instrument_rule", INSTRUMENT.labels)
+    if "retune_rule_label" in metafunc.fixturenames:
+        metafunc.parametrize("retune_rule_label", RETUNE_RULE.labels)
     if "clause_rule" in metafunc.fixturenames:
         metafunc.parametrize("clause_rule", [f"{c}:{label}" for c in sorted(CLAUSES) for label in CLAUSES[c].labels])
 
@@ -190,3 +207,68 @@ def analysis(ladder_run, probe: Probe, probe_settings: ProbeSettings, measured) 
         return report
 
     return ladder_run.once("analysis.json", build)
+
+
+# --------------------------------------------------------------------------- a round directory (test_instrument.py)
+
+
+def _fleet(config: pytest.Config, probes: list[Probe]) -> dict[str, str]:
+    from .worker import SIMULATED_FLEET
+
+    given = config.getoption("ladder_fleet", default=[]) or []
+    fleet: dict[str, str] = {}
+    for item in given:
+        label, sep, model = item.partition("=")
+        if not sep or not label or not model:
+            raise pytest.UsageError(f"--ladder-fleet {item!r}: write LABEL=MODEL, e.g. R0=openai:qwen3.5@http://...")
+        fleet[label] = model
+    if fleet:
+        return fleet
+    rungs = sorted({p.metadata.rung for p in probes})
+    if set(rungs) <= set(SIMULATED_FLEET.values()):
+        return dict(SIMULATED_FLEET)
+    raise pytest.UsageError(f"name the fleet with --ladder-fleet LABEL=MODEL (R0 the anchor); probes found for: "
+                            f"{', '.join(rungs)}")
+
+
+@pytest.fixture(scope="session")
+def round_probes(request: pytest.FixtureRequest) -> list[Probe]:
+    root = Path(request.config.getoption("ladder_round_dir"))
+    folders = find_probes(root)
+    if not folders:
+        raise pytest.UsageError(f"--ladder-round-dir={root}: no probe directory (with metadata.json) under it")
+    try:
+        return read_probes(folders)
+    except LadderError as exc:
+        raise pytest.UsageError(f"--ladder-round-dir={root}: {exc}") from exc
+
+
+@pytest.fixture(scope="session")
+def round_report(request: pytest.FixtureRequest, ladder_run, round_probes) -> dict[str, Any]:
+    """Gate table, instrument verdict (v2), feasibility and retune check, written once to ``instrument.json``."""
+    from fixtures.ladder import REGISTERED_DIALS
+
+    from .report import fleet_report
+
+    fleet = _fleet(request.config, round_probes)
+
+    def build() -> dict[str, Any]:
+        report = fleet_report(round_probes, fleet)
+        report["fleet"] = fleet
+        report["probes"] = [str(p.folder) for p in round_probes]
+        report["retune_violations"] = retune_violations(round_probes, REGISTERED_DIALS)
+        return report
+
+    return ladder_run.once("instrument.json", build)
+
+
+@pytest.fixture(scope="session")
+def instrument_metrics(round_report) -> dict[str, float]:
+    if "instrument" not in round_report:
+        pytest.skip("the instrument verdict is a v2 verdict; the probes under --ladder-round-dir are v1")
+    return {k: float(v) for k, v in round_report["instrument"]["metrics"].items()}
+
+
+@pytest.fixture(scope="session")
+def retune_metrics(round_report) -> dict[str, float]:
+    return {"retune_violations": float(len(round_report["retune_violations"]))}

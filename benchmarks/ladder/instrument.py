@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .gate import TIERS, GateResult, gate_metrics, judge
-from .protocol import GATE, PREREG, LadderError
+from .protocol import GATE, INSTRUMENT, PREREG, LadderError
 from .records import Probe
 
 PROVEN, NOT_PROVEN = "PROVEN", "NOT_PROVEN"
@@ -82,9 +82,21 @@ class InstrumentVerdict:
     rounds: dict[str, dict[str, Any]]  # state -> {"rungs": {label: gate}, "all_pass": bool, "missing": [...]}
     anchor_returns_to_principal: bool
 
+    def metrics(self) -> dict[str, int]:
+        """What the preregistered ``instrument`` classification reads."""
+        return {
+            "rounds_all_pass": sum(bool(r.get("all_pass")) for r in self.rounds.values()),
+            "anchor_stops": sum(bool(r.get("anchor_out_while_others_in")) for r in self.rounds.values()),
+        }
+
+    @property
+    def label(self) -> str:
+        """The preregistered classification's label (PROVEN, NOT_PROVEN or NOT_PROVEN_ANCHOR_RETURNS_TO_PRINCIPAL)."""
+        return INSTRUMENT.evaluate(self.metrics()).label
+
     def as_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "reason": self.reason, "rounds": self.rounds,
-                "anchor_returns_to_principal": self.anchor_returns_to_principal}
+        return {"verdict": self.verdict, "label": self.label, "reason": self.reason, "rounds": self.rounds,
+                "anchor_returns_to_principal": self.anchor_returns_to_principal, "metrics": self.metrics()}
 
 
 def instrument_verdict(rows: Sequence[GateRow], fleet: Mapping[str, str],

@@ -97,10 +97,14 @@ class LadderPrereg:
     clause_b: ClassificationSpec
     clause_c: ClassificationSpec
     clause_d: ClassificationSpec
+    instrument: ClassificationSpec
+    retune_rule: ClassificationSpec
 
 
 PREREG = load_prereg(HERE / "prereg.toml", LadderPrereg)
 GATE = classification(PREREG, "gate")
+INSTRUMENT = classification(PREREG, "instrument")
+RETUNE_RULE = classification(PREREG, "retune_rule")
 CLAUSES = {name[-1]: classification(PREREG, name) for name in ("clause_a", "clause_b", "clause_c", "clause_d")}
 
 

@@ -307,6 +307,7 @@ def test_instrument_not_proven_like_the_seed(tmp_path) -> None:
     rows = gate_table(read_probes(folders))
     verdict = instrument_verdict(rows, FLEET)
     assert verdict.verdict == NOT_PROVEN and not verdict.anchor_returns_to_principal
+    assert verdict.label == "NOT_PROVEN" and verdict.metrics() == {"rounds_all_pass": 0, "anchor_stops": 0}
     assert verdict.rounds["v2-r2"]["rungs"] == {"R0": "OVERALL_ERROR_ABOVE_BAND", "R1": "IN_BAND", "R2": "IN_BAND",
                                                 "R3": "OVERALL_ERROR_BELOW_BAND", "R4": "OVERALL_ERROR_BELOW_BAND"}
     assert "out of band: R0, R3, R4" in verdict.reason
@@ -317,7 +318,7 @@ def test_instrument_not_proven_like_the_seed(tmp_path) -> None:
 def test_instrument_proven_only_when_every_rung_passes_in_one_round(tmp_path) -> None:
     folders = round_of(tmp_path, "v2-r3", 203, {label: IN for label in FLEET})
     verdict = instrument_verdict(gate_table(read_probes(folders)), FLEET)
-    assert verdict.verdict == PROVEN and "v2-r3" in verdict.reason
+    assert verdict.verdict == PROVEN and "v2-r3" in verdict.reason and verdict.label == "PROVEN"
 
 
 def test_passing_rungs_spread_over_rounds_do_not_prove(tmp_path) -> None:
@@ -332,6 +333,7 @@ def test_anchor_rule(tmp_path) -> None:
     verdict = instrument_verdict(gate_table(read_probes(folders)), FLEET)
     assert verdict.verdict == NOT_PROVEN and verdict.anchor_returns_to_principal
     assert "returns to the principal" in verdict.reason
+    assert verdict.label == "NOT_PROVEN_ANCHOR_RETURNS_TO_PRINCIPAL"
 
 
 def test_missing_rung_does_not_prove(tmp_path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from benchmarks.core.rundir import SUITE_ROOT
 
 from .instrument import NOT_PROVEN, gate_table, instrument_verdict
-from .protocol import CLAUSES, GATE, HERE, PREREG
+from .protocol import CLAUSES, GATE, HERE, INSTRUMENT, PREREG
 from .records import UNITS_FILE, find_probes, read_probes
 from .report import fleet_report
 from .worker import SIMULATED_FLEET
@@ -93,7 +93,7 @@ def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path, r
     state, seed = PREREG.values.rounds.states[2], PREREG.values.rounds.seeds[2]
     folders = []
     for label, model in SIMULATED_FLEET.items():
-        results = tmp_path / label
+        results = tmp_path / "fleet" / label
         result = run_ladder(pytester, results, "--model", model, "--ladder-state", state, "--ladder-seed", str(seed))
         report = report_of(results)
         protocol = report["benchmark"]["protocols"]["ladder"]
@@ -136,6 +136,22 @@ def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path, r
     # Depth varies by episode, so the mean of a^k exceeds a^(mean k) and the inferred a reads a little high.
     assert feasibility["rungs"]["R0"]["per_check_accuracy"] == pytest.approx(0.906, abs=0.03)
     assert report["instrument"]["verdict"] == NOT_PROVEN
+
+    # The same verdict as preregistered rule tests over the round directory.
+    results = tmp_path / "instrument-run"
+    pytester.makepyfile(scenario_models=SCENARIO_MODELS)
+    result = pytester.runpytest_subprocess(
+        str(HERE / "test_instrument.py"), f"--rootdir={SUITE_ROOT}", f"--results-dir={results}",
+        f"--ladder-round-dir={tmp_path / 'fleet'}", "-p", "no:cacheprovider", "-p", "no:randomly")
+    protocol = report_of(results)["benchmark"]["protocols"]["ladder"]
+    assert protocol["status"] == "complete", result.stdout.str()
+    assert protocol["classifications"]["instrument"]["outcome"]["label"] == verdict.label
+    assert protocol["classifications"]["retune_rule"]["outcome"]["label"] == "RETUNE_RULE_HELD"
+    tests = outcomes(report_of(results))
+    fired = INSTRUMENT.labels.index(verdict.label)
+    assert [tests[f"test_instrument_rule[{label}]"] for label in INSTRUMENT.labels] == [
+        "passed" if i < fired else "failed" if i == fired else "skipped" for i in range(len(INSTRUMENT.labels))]
+    assert f"  instrument: {verdict.label} (" in result.stdout.str()
     errors = [row.result.metrics["overall_error"] for row in rows]
     # The composition model at work: error falls as per-check accuracy rises, and the saturated rung never errs.
     assert errors[0] > max(errors[1], errors[2]) > errors[3] >= errors[4] == 0
