@@ -20,7 +20,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fixtures.ladder import STATES, TIERS, generate_episodes  # noqa: E402
+from fixtures.ladder import STATES, TIERS, generate_episodes
 
 BAND = (0.40, 0.72)
 

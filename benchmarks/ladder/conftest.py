@@ -15,8 +15,18 @@ from benchmarks.core.plugin import benchmark_run
 from .analysis import probe_analysis
 from .gate import gate_metrics, judge
 from .instrument import gate_row, retune_violations
-from .protocol import CLAUSES, GATE, HERE, INSTRUMENT, PREREG, RETUNE_RULE, LadderError, check_probe_seed, finite
 from .probe import ProbeSettings, run_probe
+from .protocol import (
+    CLAUSES,
+    GATE,
+    HERE,
+    INSTRUMENT,
+    PREREG,
+    RETUNE_RULE,
+    LadderError,
+    check_probe_seed,
+    finite,
+)
 from .records import Probe, find_probes, read_probe, read_probes
 
 #: Test modules whose tests run the model (marked cpu or gpu by --device).

@@ -16,8 +16,21 @@ import models
 from benchmarks.core import Ledger, canonical_json, sha256_bytes, sha256_json
 
 from .gate import TIERS
-from .protocol import PREREG, LadderError, build_chat, check_probe_seed, code_outcome, parse_decision
-from .records import UNITS_FILE, ProbeMetadata, UnitRecord, probe_dir_name, write_metadata
+from .protocol import (
+    PREREG,
+    LadderError,
+    build_chat,
+    check_probe_seed,
+    code_outcome,
+    parse_decision,
+)
+from .records import (
+    UNITS_FILE,
+    ProbeMetadata,
+    UnitRecord,
+    probe_dir_name,
+    write_metadata,
+)
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,18 @@ prereg.toml):
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from benchmarks.core import ClassificationSpec, ProtocolHeader, classification, load_prereg
+from benchmarks.core import (
+    ClassificationSpec,
+    ProtocolHeader,
+    classification,
+    load_prereg,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -193,4 +199,4 @@ def share(counts: Mapping[str, int], numerator: tuple[str, ...], denominator: tu
 
 def finite(values: Mapping[str, Any]) -> dict[str, float]:
     """The metrics a rule may read (None left out, so that a rule reading one errors rather than passes)."""
-    return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and v == v}
+    return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)}

@@ -9,20 +9,36 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
 import pytest
-
-from dataclasses import asdict
+from hypothesis import given
+from hypothesis import strategies as st
 
 from benchmarks.core import Ledger, LedgerTornError, canonical_json, read_ledger
 
 from .gate import gate_metrics, judge
-from .instrument import NOT_PROVEN, PROVEN, format_table, gate_table, instrument_verdict, retune_violations, rung_outcomes
-from .protocol import GATE, HERE, PREREG, LadderError, check_probe_seed, code_outcome, parse_decision, share
+from .instrument import (
+    NOT_PROVEN,
+    PROVEN,
+    format_table,
+    gate_table,
+    instrument_verdict,
+    retune_violations,
+    rung_outcomes,
+)
+from .protocol import (
+    HERE,
+    PREREG,
+    LadderError,
+    check_probe_seed,
+    code_outcome,
+    parse_decision,
+    share,
+)
 from .records import (
-    METADATA_FILE,
     RECORD_FIELDS,
     UNITS_FILE,
     ProbeMetadata,
@@ -171,7 +187,7 @@ def write_probe(root: Path, *, errors: Sequence[int], errored: Sequence[int] = (
 
 def rescore(*folders: Path) -> dict:
     done = subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), *map(str, folders)],
-                          capture_output=True, text=True, cwd="/")
+                          capture_output=True, text=True, cwd="/", check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
 
@@ -236,7 +252,7 @@ def test_rescorer_reports_a_tampered_unit(tmp_path) -> None:
     lines[-1] = json.dumps(unit, sort_keys=True, separators=(",", ":"))
     (folder / UNITS_FILE).write_text("\n".join(lines) + "\n")
     done = subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), str(folder)],
-                          capture_output=True, text=True, cwd="/")
+                          capture_output=True, text=True, cwd="/", check=False)
     assert done.returncode == 1 and json.loads(done.stdout)["probes"][0]["mismatched_units"] == [unit["unit_id"]]
 
 
@@ -246,9 +262,8 @@ def test_torn_ledger_is_refused_then_resumed(tmp_path) -> None:
         handle.write(b'{"unit_id":"t9-')
     with pytest.raises(LedgerTornError):
         read_probe(folder)
-    with pytest.warns(UserWarning):
-        with Ledger(folder / UNITS_FILE, UnitRecord, key="unit_id") as ledger:
-            assert len(ledger) == 150
+    with pytest.warns(UserWarning), Ledger(folder / UNITS_FILE, UnitRecord, key="unit_id") as ledger:
+        assert len(ledger) == 150
     assert len(read_ledger(folder / UNITS_FILE, UnitRecord)) == 150
 
 
@@ -277,7 +292,7 @@ def test_reader_refuses_to_pool_v1_with_v2(tmp_path) -> None:
     with pytest.raises(LadderError, match="refusing to pool generator v1 with v2"):
         read_probes([v1, v2])
     done = subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), str(v1), str(v2)],
-                          capture_output=True, text=True, cwd="/")
+                          capture_output=True, text=True, cwd="/", check=False)
     assert done.returncode != 0 and "refusing to pool" in done.stderr
 
 
@@ -446,9 +461,6 @@ def test_default_options_are_the_preregistered_probe() -> None:
 
 
 # --------------------------------------------------------------------------- properties: suite and rescorer agree
-
-from hypothesis import given, strategies as st  # noqa: E402
-
 
 _PIECES = ["DECISION", "decision", ":", "=", "-", " ", "\n", "**", "APPROVE", "approve", "REJECT", "rejected",
            "approved", "<think>", "</think>", "maybe", ".", "Approve", "X"]
