@@ -25,10 +25,12 @@ from .protocol import (
     parse_decision,
 )
 from .records import (
+    METADATA_FILE,
     UNITS_FILE,
     ProbeMetadata,
     UnitRecord,
     probe_dir_name,
+    read_metadata,
     write_metadata,
 )
 
@@ -121,10 +123,26 @@ def load_rung(settings: ProbeSettings, episodes: Sequence[Any], device: str) -> 
     return models.load_model(name, device=device)
 
 
+def check_resume(folder: Path, settings: ProbeSettings) -> None:
+    """A probe directory that already has metadata is resumed (or re-read) only with the same settings."""
+    if not (folder / METADATA_FILE).exists():
+        return
+    meta = read_metadata(folder)
+    asked = {"rung": settings.rung, "generator_state": settings.state.name, "state_hash": settings.state.state_hash,
+             "seed": settings.seed, "units_per_tier": settings.units_per_tier, "max_tokens": settings.max_tokens,
+             "timeout_s": settings.timeout_s, "retune_of": settings.retune_of}
+    differ = {k: (getattr(meta, k), v) for k, v in asked.items() if getattr(meta, k) != v}
+    if differ:
+        raise LadderError(f"{folder} was started with other settings ("
+                          + ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in differ.items())
+                          + "); resume it with the same options or start a new run")
+
+
 def run_probe(folder: Path, settings: ProbeSettings, device: str, prereg_sha256: str,
               on_model: Callable[[models.LanguageModel], None] | None = None) -> Path:
     """Run (or resume) the probe into ``folder``; returns the folder."""
     folder.mkdir(parents=True, exist_ok=True)
+    check_resume(folder, settings)
     episodes = probe_episodes(settings.state, settings.seed, settings.units_per_tier)
     with Ledger(folder / UNITS_FILE, UnitRecord, key="unit_id") as ledger:
         todo = [e for e in episodes if episode_key(e) not in ledger]

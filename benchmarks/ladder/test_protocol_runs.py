@@ -219,3 +219,7 @@ def test_killed_probe_resumes_without_loss_or_duplicates(pytester: pytest.Pytest
     assert metadata["retune_of"] == "v1-r1-seed101" and metadata["dials"]["distractors"] == 6
     assert metadata["generator_variant"] == "v1"
     assert rescore(folder)["probes"][0]["mismatched_units"] == []
+    # The finished probe cannot be re-read under other settings.
+    result = run_ladder(pytester, results, *args, "--ladder-max-tokens", "64")
+    assert "max_tokens: 8192 -> 64" in result.stdout.str()
+    assert len(ledger.read_text().splitlines()) == 150
