@@ -1,7 +1,7 @@
 """Copy, random and greedy baselines on every pair target (seeded, deterministic, no model).
 
-* copy: each demonstration of a side, written verbatim, truncated, or
-  renamed onto the target (``worlds.copy_solves``).  A copy that solves
+* copy: each demonstration of a side and every contiguous window of it,
+  written verbatim, renamed or relabelled onto the target (``worlds.copy_audit``).  A copy that solves
   the target flags the pair: the fixture must be rejected before any model
   outcome is seen.
 * random: ``random_samples`` sequences of grounded steps of the target, each
@@ -51,10 +51,17 @@ def _text(steps: Sequence[str]) -> str:
 
 
 def copy_baseline(target: worlds.World, demonstrations: Sequence[tuple[worlds.World, Sequence[str]]]) -> tuple[str, ...]:
-    """Why each demonstration that solves ``target`` when copied does so (verbatim, truncated or renamed)."""
+    """Why each demonstration that solves ``target`` when copied does so.
+
+    ``worlds.copy_audit`` over the demonstration and every contiguous window
+    of it: verbatim (the checker), renamed (a target solution's motif
+    signature) or relabelled onto a bounded target solution.
+    """
+    solutions = worlds.enumerate_solutions(target).solutions
+    signatures = {worlds.motif_signature(target, solution) for solution in solutions}
     found = []
     for index, (demo_world, steps) in enumerate(demonstrations):
-        why = worlds.copy_solves(demo_world, tuple(steps), target)
+        why = worlds.copy_audit(demo_world, tuple(steps), target, signatures, solutions)
         if why is not None:
             found.append(f"demonstration {index}: {why}")
     return tuple(found)

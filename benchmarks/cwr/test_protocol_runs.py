@@ -98,6 +98,24 @@ def test_two_xdist_workers_share_one_measurement(pytester: pytest.Pytester, tmp_
     assert len(lines) == sum(summary["units"].values()) == len({json.loads(line)["item_id"] for line in lines})
 
 
+def test_a_killed_run_resumes_without_losing_or_repeating_a_unit(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Cut the ledger mid-record (as a kill would), drop the summary, resume with the same run id."""
+    _, _, run_dir = run_cwr(pytester, tmp_path, "--model", "scripted-oracle", "--run-id=resumed")
+    ledger = run_dir / "records.jsonl"
+    lines = ledger.read_text().splitlines(keepends=True)
+    kept = len(lines) // 2
+    ledger.write_text("".join(lines[:kept]) + lines[kept][: len(lines[kept]) // 2])
+    for name in ("summary.json", "report.json"):
+        (run_dir / name).unlink()
+    _, report, again = run_cwr(pytester, tmp_path, "--model", "scripted-oracle", "--run-id=resumed")
+    assert again == run_dir
+    rules, completeness = outcomes(report)
+    assert rules == pattern_for("DEFICIT_OF_DELTA_REJECTED") and set(completeness.values()) == {"passed"}
+    ids = [json.loads(line)["item_id"] for line in ledger.read_text().splitlines()]
+    assert len(ids) == len(lines) == len(set(ids))
+    assert len(list(run_dir.glob("records.jsonl.torn-*"))) == 1
+
+
 def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.Pytester, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

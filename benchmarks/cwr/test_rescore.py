@@ -13,7 +13,7 @@ from fixtures.cwr import build_cwr_items
 
 from .baselines import pair_baselines
 from .conftest import build_units, run_pairs
-from .protocol import GATE, HERE, PREREG, expected_answer_text, finite, make_record, metrics
+from .protocol import GATE, HERE, PREREG, finite, make_record, metrics
 from .scripted import AnswerKey
 
 VARIANTS = [
