@@ -223,7 +223,7 @@ def analysis(ladder_run, probe: Probe, probe_settings: ProbeSettings, measured) 
 
 
 def _fleet(config: pytest.Config, probes: list[Probe]) -> dict[str, str]:
-    from .worker import SIMULATED_FLEET
+    from .report import default_fleet
 
     given = config.getoption("ladder_fleet", default=[]) or []
     fleet: dict[str, str] = {}
@@ -234,11 +234,10 @@ def _fleet(config: pytest.Config, probes: list[Probe]) -> dict[str, str]:
         fleet[label] = model
     if fleet:
         return fleet
-    rungs = sorted({p.metadata.rung for p in probes})
-    if set(rungs) <= set(SIMULATED_FLEET.values()):
-        return dict(SIMULATED_FLEET)
-    raise pytest.UsageError(f"name the fleet with --ladder-fleet LABEL=MODEL (R0 the anchor); probes found for: "
-                            f"{', '.join(rungs)}")
+    try:
+        return default_fleet(probes)
+    except LadderError as exc:
+        raise pytest.UsageError(f"--ladder-fleet: {exc}") from exc
 
 
 @pytest.fixture(scope="session")

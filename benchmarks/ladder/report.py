@@ -22,13 +22,26 @@ from benchmarks.core import stats
 
 from .analysis import round_feasibility
 from .instrument import format_table, gate_table, instrument_verdict
-from .protocol import PREREG
+from .protocol import PREREG, LadderError
 from .records import Probe, read_probes
 
 
+def default_fleet(probes: Sequence[Probe]) -> dict[str, str]:
+    """The simulated fleet, when every probe is one of its workers; otherwise the fleet must be named."""
+    from .worker import SIMULATED_FLEET
+
+    rungs = sorted({p.metadata.rung for p in probes})
+    if set(rungs) <= set(SIMULATED_FLEET.values()):
+        return dict(SIMULATED_FLEET)
+    raise LadderError("name the fleet with LABEL=MODEL for each rung (R0 the anchor); probes found for: "
+                      + ", ".join(rungs))
+
+
 def fleet_report(probes: Sequence[Probe], fleet: Mapping[str, str]) -> dict[str, Any]:
-    rows = gate_table(probes)
     label_of = {model: label for label, model in fleet.items()}
+    probes = sorted(probes, key=lambda p: (p.metadata.generator_state, label_of.get(p.metadata.rung, p.metadata.rung),
+                                           p.folder.name))
+    rows = gate_table(probes)
     out: dict[str, Any] = {"gate_table": [r.as_dict() for r in rows], "rounds": {}}
     if rows and rows[0].variant == "v2":
         out["instrument"] = instrument_verdict(rows, fleet).as_dict()
@@ -70,8 +83,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="rung label (R0 = anchor) and the model name its probes carry")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    fleet = dict(item.split("=", 1) for item in args.fleet)
-    report = fleet_report(read_probes(args.probe_dirs), fleet)
+    if any("=" not in item for item in args.fleet):
+        parser.error("--fleet takes LABEL=MODEL, e.g. R0=openai:qwen3.5@http://127.0.0.1:11434/v1")
+    try:
+        probes = read_probes(args.probe_dirs)
+        fleet = dict(item.split("=", 1) for item in args.fleet) or default_fleet(probes)
+        report = fleet_report(probes, fleet)
+    except LadderError as exc:
+        parser.error(str(exc))
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
         return 0
