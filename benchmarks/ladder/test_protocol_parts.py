@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+import tomllib
 from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.core import Ledger, LedgerTornError, canonical_json, read_ledger
@@ -478,8 +480,6 @@ _SHARE = st.one_of(st.none(), st.sampled_from([0.0, 0.02, 0.05, 0.1, 0.35]), st.
 def test_rule_engines_agree_on_any_metrics(overall, tier45, errored, at_floor, applies) -> None:
     """The rescorer's stdlib rule reading decides every classification as the suite's rule engine does,
     including at the band edges and when a share is undefined."""
-    import tomllib
-
     prereg = tomllib.loads((HERE / "prereg.toml").read_text())
     values = {"overall_error": overall, "tier45_error": tier45, "errored_share": errored,
               "tiers_at_floor": at_floor, "gradient_applies": applies}
@@ -502,3 +502,21 @@ def test_fleet_report_command(tmp_path, capsys) -> None:
     feasibility = report["rounds"]["v2-r2"]["feasibility"]
     assert feasibility["rungs"]["R3"]["bound"] and feasibility["max_ratio"] > feasibility["ratio_limit"]
     assert report["seed_fleet"]["R0"] == "qwen3.5"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10), st.integers(0, 4), st.integers(0, 3)), min_size=5, max_size=5),
+       st.sampled_from(["v1", "v2"]))
+def test_rescorer_recomputes_any_probe(cells, variant) -> None:
+    """Any mix of wrong, unparsed and errored units per tier: the rescorer's shares and labels equal the suite's."""
+    errors, unparsed, errored = ([c[i] for c in cells] for i in range(3))
+    with tempfile.TemporaryDirectory() as root:
+        folder = write_probe(Path(root), errors=errors, unparsed=unparsed, errored=errored, variant=variant,
+                             state="v2-r2" if variant == "v2" else "v1-r1", seed=202 if variant == "v2" else 101)
+        probe = read_probe(folder)
+        result = judge(gate_metrics(probe.units, variant))
+        rescored = rescore_module().rescore_probe(folder, tomllib.loads((HERE / "prereg.toml").read_text()))
+    assert rescored["mismatched_units"] == []
+    assert rescored["gate"] == result.label and rescored["clauses"] == result.clauses
+    for key, value in rescored["metrics"].items():
+        assert result.metrics[key] == (pytest.approx(value) if value is not None else None), key
