@@ -185,7 +185,8 @@ class Tracer:
         if trace.routing is not None or event.layer != trace.selection.end - 1:
             return None
         hidden = active_stream(event.hidden)
-        looped = hidden
+        # The loop is position-wise: an observer needs only the newest position for phi.
+        looped = hidden if self.preset == ACTIVE_MANIFOLD else hidden[:, -1:]
         for _ in range(trace.selection.loops):
             for index in range(trace.selection.hub, trace.selection.end):
                 looped = _feed_forward(self.layers[index], looped)
