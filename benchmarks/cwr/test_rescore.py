@@ -67,6 +67,10 @@ def test_rescorer_reproduces_every_unit_and_the_verdict(tmp_path):
     for key, value in report["metrics"].items():
         assert measured[key] == value or abs(measured[key] - value) < 1e-12, key
     assert 0 < measured["P.accuracy"] < 1  # the variants mix right, wrong and malformed replies
+    errored = [r for r in records if r.generation_error is not None]
+    assert errored and all(r.parse_status == "generation_error" and not r.correct for r in errored)
+    assert sum(measured[f"{c}.generation_errors"] for c in ("P", "R", "E", "F", "C")) == len(errored)
+    assert sum(measured[f"{c}.units"] for c in ("P", "R", "E", "F", "C")) == len(records)
 
 
 def test_rescorer_notices_a_tampered_record(tmp_path):
