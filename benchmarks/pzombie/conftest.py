@@ -211,9 +211,44 @@ def _measure_preset(config: pytest.Config, pz_run, settings: RunSettings, preset
         return
     px = models.px
     cfg = engine_config(settings.scale)
+    if settings.model in models.BUNDLED and settings.isolation == "fork":
+        # Convert the bundled GGUF here, once, if its cache is missing: the loader process must only load
+        # (a loader that computed before forking would hang its children, see DESIGN.md).
+        models.bundled_folder(settings.model)
     stored_path = pz_run.path(f"calibration-{preset}.json")
     frozen = pz_run.read_json(stored_path.name)["frozen_state"] if stored_path.exists() else None
-    result = px.run_prompts(
+
+    def calibrated(summary: dict[str, Any]) -> None:
+        """Before the first measured prompt: keep the frozen state (a resume hands it back) and the provenance."""
+        if frozen is None:
+            pz_run.write_json(stored_path.name, {
+                "preset": preset,
+                "calibration_prompt_ids": [row["prompt_id"] for row in calibration],
+                **summary,
+            })
+        elif summary["frozen_state_sha256"] != pz_run.read_json(stored_path.name)["frozen_state_sha256"]:
+            raise models.ModelError(f"the resumed {preset} run was handed a different frozen state")
+        previous = pz_run.load_provenance()
+        if previous is not None and previous.model.get("revision") != summary["model"].get("revision"):
+            raise models.ModelError(
+                f"run {pz_run.run_id} was started with {previous.model.get('id')} @ {previous.model.get('revision')}; "
+                "resume it with the same model"
+            )
+        if previous is None:
+            pz_run.record_provenance(
+                model=summary["model"],
+                seeds=SPEC.seeds,
+                prereg=PREREG,
+                fixtures={PZOMBIE_SET: fixture_hash(PZOMBIE_SET)},
+                extra={
+                    **asdict(settings),
+                    "deviations": settings.deviations(),
+                    "deviations_from_original": list(DEVIATIONS_FROM_ORIGINAL),
+                    "engine_config_sha256": summary["config_sha256"],
+                },
+            )
+
+    px.run_prompts(
         model_spec(config, settings),
         [{"id": row["prompt_id"], "text": row["text"]} for row in todo],
         preset=preset,
@@ -221,35 +256,11 @@ def _measure_preset(config: pytest.Config, pz_run, settings: RunSettings, preset
         settings=px.generation_settings(preset, settings.max_new_tokens, cfg),
         isolation=settings.isolation,
         calibration_prompts=[{"id": row["prompt_id"], "text": row["text"]} for row in calibration],
+        on_calibrated=calibrated,
         on_record=lambda record: ledger.append(record_from_engine(record, by_id[record.prompt_id])),
         frozen_state=frozen,
         timeout_s=SPEC.run.prompt_timeout_s,
     )
-    if frozen is None:
-        pz_run.write_json(stored_path.name, {
-            "preset": preset,
-            "calibration_prompt_ids": [row["prompt_id"] for row in calibration],
-            "frozen_state": result.frozen_state,
-            "frozen_state_sha256": result.frozen_state_sha256,
-            "config": result.config,
-            "config_sha256": result.config_sha256,
-            "settings": result.settings,
-            "calibration_records": [r.as_dict() for r in result.calibration_records],
-            "seconds_calibration": result.seconds_calibration,
-        })
-    if pz_run.load_provenance() is None:
-        pz_run.record_provenance(
-            model=result.model,
-            seeds=SPEC.seeds,
-            prereg=PREREG,
-            fixtures={PZOMBIE_SET: fixture_hash(PZOMBIE_SET)},
-            extra={
-                **asdict(settings),
-                "deviations": settings.deviations(),
-                "deviations_from_original": list(DEVIATIONS_FROM_ORIGINAL),
-                "engine_config_sha256": result.config_sha256,
-            },
-        )
 
 
 @pytest.fixture(scope="session")

@@ -15,9 +15,11 @@ pytestmark = pytest.mark.completeness
 SPEC = PREREG.values.run
 
 
-def test_prompts_built(prompts):
+def test_prompts_built(pz_run, prompts):
     assert sum(row["phase"] == "calibration" for row in prompts) == SPEC.calibration_prompts
     assert sum(row["phase"] == "measured" for row in prompts) == SPEC.measured_prompts
+    stored = json.loads(pz_run.path("prompts.json").read_text())
+    assert stored["prompts"] == prompts and stored["sha256"] == PZOMBIE_PROMPTS_SHA256
 
 
 def test_calibration_done(pz_run, prompts, records):
@@ -45,11 +47,8 @@ def test_generation_and_routing_done(records, run_settings):
         assert record.finish_reason in {"stop", "length", "none", "error"}, record.unit_id
         assert (record.error is None) == (record.finish_reason != "error"), record.unit_id
         assert record.new_tokens == len(record.completion_token_ids) <= run_settings.max_new_tokens
-        if record.input_token_ids:
-            assert math.isclose(record.token_diversity, token_diversity(record.input_token_ids), abs_tol=1e-12)
-        else:
-            counts = record.engine["distinct_input_tokens"] / record.engine["input_tokens"]
-            assert math.isclose(record.token_diversity, counts, abs_tol=1e-12)
+        assert record.input_token_ids, f"{record.unit_id}: no input token ids recorded"
+        assert math.isclose(record.token_diversity, token_diversity(record.input_token_ids), abs_tol=1e-12)
         if record.error is None:
             assert len(record.zone_weights) == len(record.zones) == len(PREREG.values.engine["zones"])
             assert math.isclose(sum(record.zone_weights), 1.0, abs_tol=1e-9)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import models
 from benchmarks.core.rundir import SUITE_ROOT
 
 from .protocol import CLASSIFICATIONS, HERE, PREREG
@@ -32,12 +33,15 @@ TEST_OF = {"token_control": "test_token_control", "combined": "test_combined", "
 #: Generation bound of the bundled-model self-check (the preregistered 60 is for real runs).
 SELF_CHECK_MAX_NEW_TOKENS = 4
 P, F, S = "passed", "failed", "skipped"
+#: Where the bundled models' converted weights live, read before any test can move HOME.
+BUNDLED_CACHE = models.cache_root()
 
 
-def run_pzombie(pytester: pytest.Pytester, results: Path, *args: str) -> tuple[pytest.RunResult, dict[str, Any], Path]:
+def run_pzombie(pytester: pytest.Pytester, results: Path, *args: str,
+                timeout: float = 600.0) -> tuple[pytest.RunResult, dict[str, Any], Path]:
     result = pytester.runpytest_subprocess(
         str(HERE), "-m", "cpu", "--device", "cpu", f"--rootdir={SUITE_ROOT}", f"--results-dir={results}",
-        "-p", "no:cacheprovider", "-p", "no:randomly", *args,
+        "-p", "no:cacheprovider", "-p", "no:randomly", *args, timeout=timeout,
     )
     reports = sorted((results / "pzombie").glob("*/report.json"))
     assert len(reports) == 1, result.stdout.str() + result.stderr.str()
@@ -137,12 +141,14 @@ def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.
     assert "gemma-3-270m" in text
 
 
-def test_bundled_gemma3_270m_end_to_end(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_bundled_gemma3_270m_end_to_end(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """All 90 prompts, both presets, fork isolation, on the bundled Gemma 3 270M; the rescorer must agree."""
+    # pytester points HOME at a temporary folder: keep using the bundled model's converted cache.
+    monkeypatch.setenv("PREREGBENCH_CACHE", str(BUNDLED_CACHE))
     start = time.perf_counter()
     result, report, run_dir = run_pzombie(
         pytester, tmp_path / "results", "--model", "gemma-3-270m", "--scale", "270M",
-        f"--pzombie-max-new-tokens={SELF_CHECK_MAX_NEW_TOKENS}",
+        f"--pzombie-max-new-tokens={SELF_CHECK_MAX_NEW_TOKENS}", timeout=1800.0,
     )
     wall = time.perf_counter() - start
     rules, completeness = outcomes(report)
