@@ -282,8 +282,9 @@ def rule_metrics(measured) -> dict[str, float]:
 
 
 @pytest.fixture(scope="session")
-def summary(request: pytest.FixtureRequest, cwr_run, control_items, units, records, measured, baselines) -> dict[str, Any]:
+def summary(request: pytest.FixtureRequest, cwr_run, control_items, units, records, measured, baselines,
+            pairs) -> dict[str, Any]:
     return cwr_run.once("summary.json", lambda: build_summary(
-        run=cwr_run, records=records, measured=measured, baselines=baselines, units=units[0],
+        run=cwr_run, records=records, measured=measured, baselines=baselines, units=units[0], pairs=pairs,
         max_new_tokens=max_new_tokens(request.config), deviations=deviations(request.config),
     ))

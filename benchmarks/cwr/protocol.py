@@ -352,6 +352,7 @@ class CwrRecord:
     prompt_tokens: int | None
     max_new_tokens: int  # the generation bound actually used
     generation: str  # raw greedy text
+    generation_tokens: int  # generated token count (0 for backends that report no token ids, e.g. scripted)
     finish_reason: str
     generation_error: str | None  # coded backend failure; the unit counts as wrong
     parse_status: str  # one of PARSE_STATUSES
@@ -384,7 +385,8 @@ def make_record(unit: Unit, prompt: str, response: Any, max_new_tokens: int, tar
         item_id=unit.item_id, condition=unit.condition, kind=unit.kind, pair_id=unit.pair_id,
         world_ref=unit.world_ref, family=unit.family, prompt=prompt,
         prompt_sha256=sha256_bytes(prompt.encode("utf-8")), prompt_tokens=getattr(response, "prompt_tokens", None),
-        max_new_tokens=max_new_tokens, generation=text, finish_reason=response.finish_reason,
+        max_new_tokens=max_new_tokens, generation=text,
+        generation_tokens=len(getattr(response, "token_ids", ()) or ()), finish_reason=response.finish_reason,
         generation_error=error, parse_status=parse_status, parsed=parsed, expected=unit.expected,
         check_status=check_status, check_reason=check_reason, check_failing_step=check_step, correct=bool(correct),
     )

@@ -13,7 +13,7 @@ SCHEMA_VERSION = 1
 
 
 def build_summary(*, run: Any, records: Sequence[CwrRecord], measured: dict, baselines: dict, units: Sequence[Unit],
-                  max_new_tokens: dict[str, int], deviations: list[str]) -> dict[str, Any]:
+                  max_new_tokens: dict[str, int], deviations: list[str], pairs: Sequence[Any] = ()) -> dict[str, Any]:
     provenance = run.load_provenance()
     try:
         outcome = GATE.evaluate(finite(measured)).as_dict()
@@ -40,6 +40,11 @@ def build_summary(*, run: Any, records: Sequence[CwrRecord], measured: dict, bas
         "units": {c: sum(u.condition == c for u in units) for c in CONDITIONS},
         "max_new_tokens": dict(max_new_tokens),
         "baselines": baselines,
+        "pairs": {p.pair_id: {"family": p.family, "novelty": p.novelty, "flags": list(p.flags),
+                              "f_target": p.f.target.id, "c_target": p.c.target.id} for p in pairs},
+        "token_counts": {c: {"prompt": sum(r.prompt_tokens or 0 for r in records if r.condition == c),
+                             "generated": sum(r.generation_tokens for r in records if r.condition == c)}
+                         for c in CONDITIONS},
         "deviations": deviations,
         "prereg_sha256": PREREG.sha256,
         "model": dict(provenance.model) if provenance else None,

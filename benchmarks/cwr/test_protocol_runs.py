@@ -158,6 +158,8 @@ def test_bundled_smollm2_reduced_pass(pytester: pytest.Pytester, tmp_path: Path)
     records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
     assert all(r["max_new_tokens"] == summary["max_new_tokens"][r["condition"]] for r in records)
     assert all(r["prompt_tokens"] and r["prompt_tokens"] > 0 for r in records)
+    assert all(0 < r["generation_tokens"] <= r["max_new_tokens"] for r in records)
+    assert summary["token_counts"]["F"]["prompt"] == sum(r["prompt_tokens"] for r in records if r["condition"] == "F")
     rescored = rescore(run_dir)
     assert rescored["mismatched_units"] == [] and rescored["classification"] == label
     provenance = protocol["provenance"]
