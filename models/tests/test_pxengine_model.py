@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 
@@ -22,6 +23,7 @@ from models.px import (
     run_prompts,
 )
 from models.px._engine import Tracer, decoder_layers
+from models.px._runner import _in_child
 
 CONFIG = default_config("270M")
 CALIBRATION = [("cal-1", "Name a colour."), ("cal-2", "Describe the sea in one sentence."), ("cal-3", "What is a verb?")]
@@ -49,8 +51,6 @@ def _faulty_generate(original):
             os._exit(3)
         if "RAISE-NOW" in text:
             raise RuntimeError("injected failure")
-        if "HANG-NOW" in text:
-            time.sleep(120)
         return original(prompts, settings)
 
     return generate
@@ -158,7 +158,7 @@ def test_hooks_are_removed_after_every_run_and_after_a_failure(gemma, calibrated
     assert _no_hooks(gemma)
 
 
-def test_fork_and_inprocess_give_the_same_records_from_one_frozen_state(gemma):
+def test_fork_and_inprocess_give_the_same_records_from_one_frozen_state(gemma, monkeypatch):
     settings = generation_settings(ACTIVE_MANIFOLD, TOKENS, CONFIG)
     seen, events = [], []
 
@@ -166,31 +166,44 @@ def test_fork_and_inprocess_give_the_same_records_from_one_frozen_state(gemma):
         seen.append(record)
         events.append(("record", record.prompt_id))
 
-    forked = run_prompts(ModelSpec("gemma-3-270m"), PROMPTS, preset=ACTIVE_MANIFOLD, config=CONFIG, settings=settings,
-                         isolation="fork", calibration_prompts=CALIBRATION, on_record=on_record,
-                         on_calibrated=lambda summary: events.append(("calibrated", summary)))
+    faults = [("raise", "RAISE-NOW please"), ("crash", "CRASH-NOW please")]
+    forked = run_prompts(ModelSpec("gemma-3-270m", factory=faulty_gemma), PROMPTS + faults, preset=ACTIVE_MANIFOLD,
+                         config=CONFIG, settings=settings, isolation="fork", calibration_prompts=CALIBRATION,
+                         on_record=on_record, on_calibrated=lambda summary: events.append(("calibrated", summary)))
     local = run_prompts(gemma, PROMPTS, preset=ACTIVE_MANIFOLD, config=CONFIG, settings=settings,
                         isolation="inprocess", calibration_prompts=CALIBRATION)
     assert forked.frozen_state == local.frozen_state and forked.frozen_state["frozen"]
-    assert [r.prompt_id for r in seen] == [p for p, _ in PROMPTS] and seen == forked.records
-    assert [e[0] for e in events] == ["calibrated"] + ["record"] * len(PROMPTS)
+    assert [r.prompt_id for r in seen] == [p for p, _ in PROMPTS + faults] and seen == forked.records
+    assert [e[0] for e in events] == ["calibrated"] + ["record"] * len(PROMPTS + faults)
     summary = events[0][1]
     assert summary["frozen_state_sha256"] == forked.frozen_state_sha256 and summary["model"] == forked.model
     assert [r["prompt_id"] for r in summary["calibration_records"]] == [p for p, _ in CALIBRATION]
-    for record in forked.records:
-        assert len(record.input_token_ids) == record.input_tokens
-        assert record.token_diversity == len(set(record.input_token_ids)) / len(record.input_token_ids)
-    assert [_strip(a) for a in forked.records] == [_strip(b) for b in local.records]
+    measured = forked.records[:len(PROMPTS)]
+    assert [_strip(a) for a in measured] == [_strip(b) for b in local.records]
     assert [_strip(a) for a in forked.calibration_records] == [_strip(b) for b in local.calibration_records]
     pids = {r.pid for r in forked.records}
-    assert len(pids) == len(PROMPTS) and os.getpid() not in pids  # one fresh process per prompt
+    assert len(pids) == len(PROMPTS + faults) and os.getpid() not in pids  # one fresh process per prompt
     assert {r.start_state_sha256 for r in forked.records} == {forked.frozen_state_sha256}
-    assert all(r.ok and r.steps == r.new_tokens and r.loops_run > 0 for r in forked.records)
+    assert all(r.ok and r.steps == r.new_tokens and r.loops_run > 0 for r in measured)
+    for record in measured:
+        assert len(record.input_token_ids) == record.input_tokens
+        assert record.token_diversity == len(set(record.input_token_ids)) / len(record.input_token_ids)
     assert forked.model["revision"] == gemma.describe().revision
+    # A prompt that raises or whose process dies is a coded record; the prompts after it still run.
+    raised, crashed = forked.records[len(PROMPTS):]
+    assert (raised.error, crashed.error) == ("backend_error", "child_crashed")
+    assert "injected failure" in raised.error_detail and "code 3" in crashed.error_detail
+    assert all(r.zone_entropy is None and r.finish_reason == "error" for r in (raised, crashed))
     # No measured prompt changes what another sees: reversed order, same record per prompt.
     reverse = run_prompts(gemma, PROMPTS[::-1], preset=ACTIVE_MANIFOLD, config=CONFIG, settings=settings,
                           isolation="inprocess", frozen_state=local.frozen_state)
     assert {r.prompt_id: _strip(r) for r in reverse.records} == {r.prompt_id: _strip(r) for r in local.records}
+    # In-process, a raising prompt is coded the same way.
+    monkeypatch.setattr(gemma, "generate", _faulty_generate(gemma.generate))
+    coded = run_prompts(gemma, faults[:1], preset=ACTIVE_MANIFOLD, config=CONFIG, settings=settings,
+                        isolation="inprocess", frozen_state=local.frozen_state)
+    assert coded.records[0].error == "backend_error"
+    monkeypatch.undo()
     # Spawn (a fresh process that reloads the weights) gives the same record too.
     announced = []
     spawned = run_prompts(ModelSpec("gemma-3-270m"), PROMPTS[:1], preset=ACTIVE_MANIFOLD, config=CONFIG,
@@ -201,21 +214,21 @@ def test_fork_and_inprocess_give_the_same_records_from_one_frozen_state(gemma):
     assert _strip(spawned.records[0]) == _strip(local.records[0]) and spawned.records[0].pid != os.getpid()
 
 
-def test_failures_become_coded_records(gemma, calibrated, monkeypatch):
-    settings = generation_settings(BASELINE, 2, CONFIG)
-    state = calibrated(BASELINE).state.as_dict()
-    prompts = [("ok-1", "Say hello."), ("raise", "RAISE-NOW please"), ("crash", "CRASH-NOW please"),
-               ("hang", "HANG-NOW please"), ("ok-2", "Say goodbye.")]
-    run = run_prompts(ModelSpec("faulty", factory=faulty_gemma), prompts, preset=BASELINE, config=CONFIG,
-                      settings=settings, isolation="fork", frozen_state=state, timeout_s=10)
-    codes = {r.prompt_id: r.error for r in run.records}
-    assert codes == {"ok-1": None, "raise": "backend_error", "crash": "child_crashed", "hang": "timeout", "ok-2": None}
-    assert "injected failure" in run.records[1].error_detail
-    assert all(r.zone_entropy is None and r.finish_reason == "error" for r in run.records if not r.ok)
-    monkeypatch.setattr(gemma, "generate", _faulty_generate(gemma.generate))
-    local = run_prompts(gemma, prompts[:2], preset=BASELINE, config=CONFIG, settings=settings,
-                        isolation="inprocess", frozen_state=state)
-    assert [r.error for r in local.records] == [None, "backend_error"]
+def _sleep_long() -> None:
+    time.sleep(120)
+
+
+def test_child_outcomes_timeout_crash_error_ok():
+    """The isolation primitive: every way a child can end maps to one outcome kind (no model needed)."""
+    fork = multiprocessing.get_context("fork")
+    started = time.perf_counter()
+    assert _in_child(fork, _sleep_long, (), 0.5)[0] == "timeout"
+    assert time.perf_counter() - started < 30
+    kind, detail = _in_child(fork, os._exit, (3,), 30)
+    assert kind == "child_crashed" and "code 3" in detail
+    kind, detail = _in_child(fork, int, ("not a number",), 30)
+    assert kind == "error" and "ValueError" in detail
+    assert _in_child(fork, int, ("42",), 30) == ("ok", 42)
 
 
 def test_misuse_is_reported(gemma):
