@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .._base import GenerationSettings, LanguageModel
+from .._bundled import BUNDLED
 from ._calibrator import AutoCalibrator, CalibratorState
 from ._config import PRESETS, PxConfig, PxError
 from ._engine import PxRecord, run_one
@@ -200,6 +201,12 @@ def _in_child(ctx: Any, target: Callable[..., Any], args: tuple, timeout_s: floa
     return outcome
 
 
+def _prepare_bundled(name: str) -> str:
+    from .._bundled import bundled_folder
+
+    return str(bundled_folder(name)[0])
+
+
 def _spawn_calibrate(spec: ModelSpec, prompts: Sequence[PxPrompt], job: _Job) -> tuple[dict, list, dict]:
     _quiet()
     model = spec.load()
@@ -222,9 +229,16 @@ def _loader_main(spec: ModelSpec, job: _Job, calibration: Sequence[PxPrompt], pr
     """The pristine loader: load, never compute, fork a child per phase and per prompt, forward the results."""
     _quiet()
     try:
+        fork = multiprocessing.get_context("fork")
+        if spec.factory is None and spec.name in BUNDLED:
+            # Building a missing bundled cache computes (dequantization); a child does it so this process
+            # stays pristine and can still fork children that compute.
+            kind, value = _in_child(fork, _prepare_bundled, (spec.name,), max(timeout_s, 1800.0))
+            if kind != "ok":
+                conn.send(("failed", f"preparing the bundled model {spec.name} failed ({kind}): {value}"))
+                return
         model = spec.load()
         conn.send(("description", model.describe().as_dict()))
-        fork = multiprocessing.get_context("fork")
         if state is None:
             kind, value = _in_child(fork, _calibrate, (model, calibration, job), timeout_s * max(1, len(calibration)))
             if kind != "ok":
