@@ -181,3 +181,19 @@ def test_bundled_gemma3_270m_end_to_end(pytester: pytest.Pytester, tmp_path: Pat
           f"{json.dumps(labels, sort_keys=True)} in {wall:.1f} s; ACTIVE_MANIFOLD eta^2 {m['active.eta_squared']:.4f} "
           f"F {m['active.f']:.3f} p {m['active.p_exact']:.3g} R^2 {m['active.r_squared_td']:.4f}; "
           f"BASELINE eta^2 {m['baseline.eta_squared']:.4f} R^2 {m['baseline.r_squared_td']:.4f}")
+
+
+def test_gpu_selection_without_cuda_skips_saying_so(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """`--device cuda -m gpu` marks the model-run tests gpu; without CUDA each skips with the reason, nothing runs."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA, so the gpu tests would run instead of skipping")
+    result = pytester.runpytest_subprocess(str(HERE), "-m", "gpu", "--device", "cuda", "--model", "gemma-3-270m",
+                                           f"--rootdir={SUITE_ROOT}", f"--results-dir={tmp_path / 'results'}",
+                                           "-p", "no:cacheprovider", "-rs")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) == len(COMPLETENESS) + sum(len(b.labels) for b in CLASSIFICATIONS.values())
+    assert "passed" not in outcomes and "failed" not in outcomes
+    assert "gpu test needs a CUDA device" in result.stdout.str()
+    assert not list((tmp_path / "results").glob("pzombie/*/records.jsonl"))
