@@ -20,8 +20,8 @@ from .protocol import (
     CLASSIFICATIONS,
     HERE,
     PREREG,
-    PUBLISHED,
     PRESET_PREFIX,
+    PUBLISHED,
     PzRecord,
     classify,
     finite,
@@ -266,10 +266,9 @@ def _measure_preset(config: pytest.Config, pz_run, settings: RunSettings, preset
 @pytest.fixture(scope="session")
 def records(request: pytest.FixtureRequest, pz_run, prompts, run_settings) -> list[PzRecord]:
     """Measure every preset once per run (one xdist worker measures; the others wait and read)."""
-    with pz_run.lock("measure"):
-        with pz_run.ledger("records.jsonl", PzRecord, key="unit_id") as ledger:
-            for preset in SPEC.run.presets:
-                _measure_preset(request.config, pz_run, run_settings, preset, prompts, ledger)
+    with pz_run.lock("measure"), pz_run.ledger("records.jsonl", PzRecord, key="unit_id") as ledger:
+        for preset in SPEC.run.presets:
+            _measure_preset(request.config, pz_run, run_settings, preset, prompts, ledger)
     return read_ledger(pz_run.path("records.jsonl"), PzRecord)
 
 

@@ -10,8 +10,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .protocol import CATEGORIES, PRESET_PREFIX, ZONES, PzRecord
 

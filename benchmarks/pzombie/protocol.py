@@ -7,11 +7,18 @@ into numbers.  Statistics come from :mod:`benchmarks.core.stats`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
-from benchmarks.core import ClassificationSpec, ProtocolHeader, RuleError, classification, load_prereg
+from benchmarks.core import (
+    ClassificationSpec,
+    ProtocolHeader,
+    RuleError,
+    classification,
+    load_prereg,
+)
 from benchmarks.core.stats import one_way_anova, pearson
 
 HERE = Path(__file__).resolve().parent

@@ -12,15 +12,21 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from benchmarks.core import sha256_json
-
 from fixtures.pzombie import measured_prompts
 
-from .protocol import PRESET_PREFIX, ZONES, PzRecord, token_diversity, unit_id, zone_entropy_bits
+from .protocol import (
+    PRESET_PREFIX,
+    ZONES,
+    PzRecord,
+    token_diversity,
+    unit_id,
+    zone_entropy_bits,
+)
 
 #: Length of the synthetic inputs; TD takes values k / INPUT_TOKENS.
 INPUT_TOKENS = 40

@@ -9,7 +9,16 @@ from benchmarks.core import read_ledger
 from fixtures.pzombie import PZOMBIE_PROMPTS_SHA256
 
 from .figures import FIGURES
-from .protocol import PREREG, PRESET_PREFIX, PzRecord, finite, metrics, token_diversity, unit_id, zone_entropy_bits
+from .protocol import (
+    PREREG,
+    PRESET_PREFIX,
+    PzRecord,
+    finite,
+    metrics,
+    token_diversity,
+    unit_id,
+    zone_entropy_bits,
+)
 
 pytestmark = pytest.mark.completeness
 SPEC = PREREG.values.run

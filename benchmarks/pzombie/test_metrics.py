@@ -11,7 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from .protocol import CATEGORIES, PREREG, eta_squared_forms, metrics, preset_metrics, token_diversity, zone_entropy_bits
+from .protocol import (
+    CATEGORIES,
+    PREREG,
+    eta_squared_forms,
+    metrics,
+    preset_metrics,
+    token_diversity,
+    zone_entropy_bits,
+)
 from .scenarios import synthetic_records
 
 _spec = importlib.util.spec_from_file_location("pzombie_rescore", __import__("pathlib").Path(__file__).with_name("rescore.py"))

@@ -7,7 +7,7 @@ from dataclasses import fields
 
 import pytest
 
-import models.px as px
+from models import px
 
 from .conftest import engine_config, run_settings_of
 from .protocol import CLASSIFICATIONS, PREREG
