@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import statistics
@@ -17,6 +18,7 @@ from models.px import (
     CalibratorState,
     PxConfig,
     PxError,
+    PxRecord,
     Welford,
     default_config,
     generation_settings,
@@ -294,3 +296,7 @@ def test_engine_runs_other_layer_layouts_and_removes_its_hooks(build):
         stack = text_stack(net)
         assert not stack._forward_pre_hooks and all(not layer._forward_hooks for layer in stack.layers)
     assert runs["ACTIVE_MANIFOLD"].records[0].loops_run > 0 and runs["BASELINE"].records[0].loops_run == 0
+    for run in runs.values():  # the run record is strict JSON (no NaN) and round-trips
+        data = json.loads(json.dumps(run.as_dict(), allow_nan=False))
+        assert [PxRecord.from_dict(r) for r in data["records"]] == run.records
+        assert CalibratorState.from_dict(data["frozen_state"]).sha256() == run.frozen_state_sha256
