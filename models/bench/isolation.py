@@ -25,7 +25,13 @@ import time
 
 import torch
 
-from models.px import ModelSpec, PRESETS, default_config, generation_settings, run_prompts
+from models.px import (
+    PRESETS,
+    ModelSpec,
+    default_config,
+    generation_settings,
+    run_prompts,
+)
 
 TOPICS = ("rivers", "prime numbers", "lighthouses", "syllogisms", "glaciers", "haiku", "copper", "orchards",
           "bridges", "migration", "tides", "alphabets", "clocks", "deserts", "violins", "ledgers")

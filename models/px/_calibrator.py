@@ -17,8 +17,9 @@ import hashlib
 import json
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ._config import PxConfig, PxError
 
@@ -81,7 +82,7 @@ class CalibratorState:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "CalibratorState":
+    def from_dict(cls, data: Mapping[str, Any]) -> CalibratorState:
         data = dict(data)
         version = data.pop("schema_version", None)
         if version != cls.SCHEMA_VERSION:
@@ -116,7 +117,7 @@ class AutoCalibrator:
     # -- building the state -----------------------------------------------------------------------
 
     @classmethod
-    def warmed_up(cls, config: PxConfig) -> "AutoCalibrator":
+    def warmed_up(cls, config: PxConfig) -> AutoCalibrator:
         """A fresh calibrator seeded with the per-scale synthetic kurtosis samples."""
         calibrator = cls(config)
         rng = random.Random(config.warmup_seed)
@@ -144,7 +145,7 @@ class AutoCalibrator:
         self.state.frozen = True
         return copy.deepcopy(self.state)
 
-    def session(self) -> "AutoCalibrator":
+    def session(self) -> AutoCalibrator:
         """A calibrator for one measured prompt: its own deep copy of the frozen state."""
         if not self.state.frozen:
             raise PxError("measured prompts need a frozen calibrator; run the calibration prompts and freeze() first")

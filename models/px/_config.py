@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 from .._base import ModelError
 
@@ -122,7 +123,7 @@ class PxConfig:
         return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], *, base: "PxConfig | None" = None) -> "PxConfig":
+    def from_mapping(cls, values: Mapping[str, Any], *, base: PxConfig | None = None) -> PxConfig:
         """A config from (for example) a prereg table; unknown keys are an error naming the valid ones."""
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(values) - set(known))
@@ -143,7 +144,7 @@ def default_config(scale: str = "270M", **overrides: Any) -> PxConfig:
     if scale not in SCALE_DEFAULTS:
         raise PxError(f"unknown scale {scale!r}; known scales: {', '.join(SCALE_DEFAULTS)} (or build PxConfig yourself)")
     d = SCALE_DEFAULTS[scale]
-    values: dict[str, Any] = dict(scale=scale, recur_start=d.recur_start, warmup_centre=d.warmup_centre,
-                                  warmup_jitter=d.warmup_jitter)
+    values: dict[str, Any] = {"scale": scale, "recur_start": d.recur_start, "warmup_centre": d.warmup_centre,
+                              "warmup_jitter": d.warmup_jitter}
     values.update(overrides)
     return PxConfig.from_mapping(values)

@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .._base import CapabilityError, GenerationSettings, LanguageModel, TapEvent
 from ._calibrator import AutoCalibrator
@@ -110,9 +111,9 @@ def select(z: float, num_layers: int, config: PxConfig) -> Selection:
     if room < 1:
         raise PxError(f"recur_start {start} and final_layers {config.final_layers} leave no window in {num_layers} layers")
     zc = max(-50.0, min(50.0, z))
-    length = max(1, min(room, config.window_max, max(config.window_min, config.window_base + int(round(zc)))))
+    length = max(1, min(room, config.window_max, max(config.window_min, config.window_base + round(zc))))
     hub = start + min(length - 1, int(length / (1.0 + math.exp(-zc))))
-    loops = max(1, min(config.max_loops, 1 + int(math.floor(abs(zc)))))
+    loops = max(1, min(config.max_loops, 1 + math.floor(abs(zc))))
     return Selection(start, start + length, hub, loops)
 
 
@@ -257,7 +258,7 @@ class PxRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "PxRecord":
+    def from_dict(cls, data: Mapping[str, Any]) -> PxRecord:
         data = dict(data)
         data.pop("schema_version", None)
         return cls(**data)

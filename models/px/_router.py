@@ -6,8 +6,8 @@ Pure functions of numbers (no torch), so the property tests can drive them direc
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ._config import PxConfig
 

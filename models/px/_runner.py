@@ -30,8 +30,9 @@ import multiprocessing
 import os
 import time
 import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from .._base import GenerationSettings, LanguageModel
 from .._bundled import BUNDLED
@@ -111,7 +112,7 @@ def _as_prompts(prompts: Iterable[Any], what: str) -> list[PxPrompt]:
         elif isinstance(item, (tuple, list)) and len(item) == 2:
             out.append(PxPrompt(str(item[0]), str(item[1])))
         elif hasattr(item, "text") and (hasattr(item, "id") or hasattr(item, "prompt_id")):
-            out.append(PxPrompt(str(getattr(item, "id", None) or getattr(item, "prompt_id")), str(item.text)))
+            out.append(PxPrompt(str(getattr(item, "id", None) or item.prompt_id), str(item.text)))
         else:
             raise PxError(f"{what}: cannot read {item!r} as a prompt; pass PxPrompt(id, text), a mapping with "
                           "'id' (or 'prompt_id') and 'text', or an (id, text) pair")
@@ -142,7 +143,7 @@ def _measure(model: LanguageModel, prompt: PxPrompt, state: dict[str, Any], job:
         session = AutoCalibrator(job.config, frozen).session()
         record = run_one(model, prompt.id, prompt.text, session, preset=job.preset, settings=job.settings,
                          phase="measured", isolation=job.isolation, state_sha256=sha)
-    except Exception as exc:  # a prompt that breaks the engine or the model is counted, not fatal
+    except Exception as exc:  # noqa: BLE001 - a prompt that breaks the engine or the model is counted, not fatal
         record = _error_record(prompt, job, "backend_error", f"{type(exc).__name__}: {exc}", sha)
     return record.as_dict()
 

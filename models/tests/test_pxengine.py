@@ -244,7 +244,12 @@ def _tiny_llama():
 
 
 def _tiny_gemma3_multimodal():
-    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig, SiglipVisionConfig
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3TextConfig,
+        SiglipVisionConfig,
+    )
 
     text = Gemma3TextConfig(vocab_size=262208, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
                             num_attention_heads=4, num_key_value_heads=1, head_dim=16, sliding_window=32)

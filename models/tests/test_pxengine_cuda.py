@@ -11,7 +11,15 @@ import pytest
 
 from models import GEMMA3_CHAT_TEMPLATE, bundled_folder
 from models._hf import TransformersModel
-from models.px import ACTIVE_MANIFOLD, BASELINE, ModelSpec, default_config, generation_settings, kurtosis, run_prompts
+from models.px import (
+    ACTIVE_MANIFOLD,
+    BASELINE,
+    ModelSpec,
+    default_config,
+    generation_settings,
+    kurtosis,
+    run_prompts,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -59,8 +67,12 @@ def test_kurtosis_on_cuda_matches_the_cpu():
     ids = torch.tensor([cpu.encode(cpu.render_chat([{"role": "user", "content": "What is 7 factorial?"}]))])
     values = []
     for model in (cpu, gpu):
-        seen = []
-        with torch.inference_mode(), model.taps(lambda e: seen.append(kurtosis(e.hidden[0, -1])), layers=[1]):
+        seen: list[float] = []
+
+        def grab(event, seen=seen):
+            seen.append(kurtosis(event.hidden[0, -1]))
+
+        with torch.inference_mode(), model.taps(grab, layers=[1]):
             model.model(input_ids=ids.to(model.model.device))
         values.append(seen[0])
     assert values[1] == pytest.approx(values[0], rel=1e-3)

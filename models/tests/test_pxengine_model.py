@@ -45,13 +45,13 @@ def faulty_gemma(**options):
 
 def _faulty_generate(original):
 
-    def generate(prompts, settings=GenerationSettings()):
+    def generate(prompts, settings=None):
         text = prompts[0] if isinstance(prompts[0], str) else str(prompts[0])
         if "CRASH-NOW" in text:
             os._exit(3)
         if "RAISE-NOW" in text:
             raise RuntimeError("injected failure")
-        return original(prompts, settings)
+        return original(prompts, settings or GenerationSettings())
 
     return generate
 
