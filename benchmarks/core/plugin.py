@@ -167,6 +167,46 @@ def benchmark_run(config: pytest.Config, protocol_dir: str | Path) -> Run:
     return state.runs[name]
 
 
+def mark_model_runs(items: list[pytest.Item], is_model_run: Any, device: str) -> None:
+    """Mark a protocol's model-run tests ``gpu`` when ``device`` is a CUDA device, else ``cpu``."""
+    marker = pytest.mark.gpu if device.startswith("cuda") else pytest.mark.cpu
+    for item in items:
+        if is_model_run(item):
+            item.add_marker(marker)
+
+
+_PINNED = pytest.StashKey[dict[str, str]]()
+
+
+def pin_hub_revision(config: pytest.Config, protocol: str, name: str, *,
+                     preregistered_id: str, preregistered_revision: str) -> None:
+    """Resolve a hub model's revision to a commit sha before any test runs.
+
+    Bundled, scripted and served models and local folders carry their own
+    revision and are left alone.  A hub id gets ``--revision`` if given, the
+    preregistered revision if it is the preregistered model, else ``main``;
+    when that cannot be resolved (offline without a cached copy) the session
+    ends at once with the backend's message.
+    """
+    import models
+
+    if models.model_kind(name) is not None or Path(name).is_dir() or "/" not in name:
+        return
+    revision = config.getoption("benchmark_revision") or (
+        preregistered_revision if name == preregistered_id else "main")
+    try:
+        sha, _ = models.resolve_revision(name, revision)
+    except models.ModelUnavailableError as exc:
+        pytest.exit(f"{protocol} cannot run: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+    config.stash.setdefault(_PINNED, {})[protocol] = sha
+
+
+def pinned_revision(config: pytest.Config, protocol: str) -> str | None:
+    """The revision a protocol loads: the sha pinned at collection, else ``--revision``, else None."""
+    pinned = config.stash.get(_PINNED, {})
+    return pinned.get(protocol) or config.getoption("benchmark_revision") or None
+
+
 # --------------------------------------------------------------------------- tagging and the verdict fixture
 
 

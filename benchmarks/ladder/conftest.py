@@ -10,7 +10,7 @@ import pytest
 
 import models
 from benchmarks.core import atomic_write_json
-from benchmarks.core.plugin import benchmark_run
+from benchmarks.core.plugin import benchmark_run, mark_model_runs
 
 from .analysis import probe_analysis
 from .gate import gate_metrics, judge
@@ -143,10 +143,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    marker = pytest.mark.gpu if _device(config).startswith("cuda") else pytest.mark.cpu
-    for item in items:
-        if _is_model_run(item):
-            item.add_marker(marker)
+    mark_model_runs(items, _is_model_run, _device(config))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

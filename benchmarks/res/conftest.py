@@ -9,7 +9,7 @@ import pytest
 
 import models
 from benchmarks.core import read_ledger
-from benchmarks.core.plugin import benchmark_run
+from benchmarks.core.plugin import benchmark_run, mark_model_runs, pin_hub_revision, pinned_revision
 from fixtures.res import CONDITIONS, RES_VARIANTS, build_res_fixtures, gold_label, heuristic_audit, res_fixture_hash
 
 from .protocol import GATE, HERE, PREREG, ResRecord, build_chat, check_label_tokens, finite, make_record, metrics
@@ -17,7 +17,6 @@ from .summary import build_summary
 
 #: Test modules whose tests run the model (marked cpu or gpu by --device).
 MODEL_RUN_MODULES = ("test_rules.py", "test_completeness.py")
-_RESOLVED = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,10 +54,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    marker = pytest.mark.gpu if _device(config).startswith("cuda") else pytest.mark.cpu
-    for item in items:
-        if _is_model_run(item):
-            item.add_marker(marker)
+    mark_model_runs(items, _is_model_run, _device(config))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -67,17 +63,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     config = session.config
     _fixture_set(config)
-    name = _model_name(config)
-    if models.model_kind(name) is not None or Path(name).is_dir() or "/" not in name:
-        return
-    revision = config.getoption("benchmark_revision") or (
-        PREREG.values.model.revision if name == PREREG.values.model.id else "main"
-    )
-    try:
-        sha, _ = models.resolve_revision(name, revision)
-    except models.ModelUnavailableError as exc:
-        pytest.exit(f"RES cannot run: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-    config.stash[_RESOLVED] = sha
+    spec = PREREG.values.model
+    pin_hub_revision(config, "RES", _model_name(config), preregistered_id=spec.id, preregistered_revision=spec.revision)
 
 
 def deviations(config: pytest.Config) -> list[str]:
@@ -106,10 +93,9 @@ def load_res_model(config: pytest.Config, sets: dict[str, list[dict[str, Any]]])
         return model
     options: dict[str, Any] = {"device": _device(config), "dtype": spec.dtype, "batch_size": spec.batch_size,
                                "seed": PREREG.values.seeds["torch"]}
-    if _RESOLVED in config.stash:
-        options["revision"] = config.stash[_RESOLVED]
-    elif config.getoption("benchmark_revision"):
-        options["revision"] = config.getoption("benchmark_revision")
+    revision = pinned_revision(config, "RES")
+    if revision:
+        options["revision"] = revision
     return models.load_model(name, **options)
 
 
