@@ -27,6 +27,7 @@ from ._bundled import BUNDLED, GEMMA3_CHAT_TEMPLATE, bundled_folder, cache_root,
 from ._http import OpenAIChatModel
 from ._registry import available_models, load_model, model_kind, register_model
 from ._scripted import Constant, NoisyChecks, Opposite, Oracle, Policy, Prose, RandomChoice, ScriptedModel
+from ._serve import serve_locally
 
 __all__ = [
     "BUNDLED",
@@ -62,6 +63,7 @@ __all__ = [
     "model_kind",
     "register_model",
     "resolve_revision",
+    "serve_locally",
 ]
 
 

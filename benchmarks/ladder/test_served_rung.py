@@ -5,18 +5,12 @@ so that timeouts are coded units in the ledger and clause d counts them."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from models import bundled_folder
+from models import bundled_folder, serve_locally
 
 from .records import UNITS_FILE, find_probes
 from .test_protocol_runs import outcomes, report_of, rescore, run_ladder
@@ -25,51 +19,12 @@ UNITS_PER_TIER = 1
 MAX_TOKENS = 24
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served_smollm(tmp_path_factory: pytest.TempPathFactory):
-    """`transformers serve` pinned to the bundled SmolLM2 folder on a free loopback port: (base_url, model name).
-
-    One OpenMP thread, as in the models package's own server test: on two shared cores more threads
-    made requests much slower.  The server expects the folder path as the request's model name.
-    """
-    folder = str(bundled_folder("smollm2-135m-instruct")[0])
-    port = free_port()
-    command = [sys.executable, "-m", "transformers.cli.transformers", "serve", "--host", "127.0.0.1",
-               "--port", str(port), "--device", "cpu", "--dtype", "float32", folder]
-    logs = tmp_path_factory.mktemp("transformers-serve")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    with open(logs / "stdout.txt", "wb") as out, open(logs / "stderr.txt", "wb") as err:
-        process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"transformers serve exited with {process.returncode}:\n"
-                            f"{(logs / 'stderr.txt').read_text(errors='replace')[-4000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("transformers serve did not answer /health within 120 s:\n"
-                            f"{(logs / 'stderr.txt').read_text(errors='replace')[-4000:]}")
-            time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1", folder
-    finally:
-        process.terminate()  # the server finishes in-flight (timed-out) requests first; do not wait for them long
-        try:
-            process.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    """`transformers serve` pinned to the bundled SmolLM2 folder on a free loopback port: (base_url, model name)."""
+    with serve_locally(bundled_folder("smollm2-135m-instruct")[0], tmp_path_factory.mktemp("transformers-serve"),
+                       stop_timeout=3) as served:
+        yield served
 
 
 def test_served_smollm2_rung(pytester: pytest.Pytester, tmp_path: Path, served_smollm) -> None:

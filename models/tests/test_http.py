@@ -5,15 +5,10 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 import pytest
@@ -25,6 +20,7 @@ from models import (
     _http,
     bundled_folder,
     load_model,
+    serve_locally,
 )
 from models._http import OpenAIChatModel
 
@@ -362,52 +358,11 @@ def test_missing_key_variable(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- a real server: `transformers serve` with the bundled SmolLM2 -----------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served_smollm(tmp_path_factory: pytest.TempPathFactory):
-    """`transformers serve` pinned to the bundled SmolLM2 folder on a free loopback port: (base_url, model name).
-
-    A server started with a force model expects exactly that argument (the folder path) as the request's
-    model name and answers 400 for any other name.  The server computes on one thread: on two cores shared
-    with another pytest worker, two OpenMP threads made an 8-token request ten times slower (0.4 s -> 8 s).
-    """
-    folder = str(bundled_folder("smollm2-135m-instruct")[0])
-    port = free_port()
-    command = [sys.executable, "-m", "transformers.cli.transformers", "serve", "--host", "127.0.0.1",
-               "--port", str(port), "--device", "cpu", "--dtype", "float32", folder]
-    logs = tmp_path_factory.mktemp("transformers-serve")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    with open(logs / "stdout.txt", "wb") as out, open(logs / "stderr.txt", "wb") as err:
-        process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"transformers serve exited with {process.returncode}:\n"
-                            f"{(logs / 'stderr.txt').read_text(errors='replace')[-4000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("transformers serve did not answer /health within 120 s:\n"
-                            f"{(logs / 'stderr.txt').read_text(errors='replace')[-4000:]}")
-            time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1", folder
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    """`transformers serve` pinned to the bundled SmolLM2 folder on a free loopback port: (base_url, model name)."""
+    with serve_locally(bundled_folder("smollm2-135m-instruct")[0], tmp_path_factory.mktemp("transformers-serve")) as served:
+        yield served
 
 
 def test_real_server_greedy_chat(served_smollm: tuple[str, str]) -> None:
