@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.core import Ledger, LedgerTornError, canonical_json, read_ledger
+from benchmarks.core.selfcheck import run_rescorer
 
 from .gate import gate_metrics, judge
 from .instrument import (
@@ -188,10 +189,7 @@ def write_probe(root: Path, *, errors: Sequence[int], errored: Sequence[int] = (
 
 
 def rescore(*folders: Path) -> dict:
-    done = subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), *map(str, folders)],
-                          capture_output=True, text=True, cwd="/", check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)
+    return run_rescorer(HERE / "rescore.py", *folders)
 
 
 def test_record_has_23_documented_fields() -> None:

@@ -4,14 +4,13 @@ refusal and resumption, each checked against the independent rescorer."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks.core.rundir import SUITE_ROOT
+from benchmarks.core.selfcheck import outcomes_by_name, read_report, run_protocol, run_rescorer
 
 from .instrument import NOT_PROVEN, gate_table, instrument_verdict
 from .protocol import CLAUSES, GATE, HERE, INSTRUMENT, PREREG
@@ -56,28 +55,18 @@ models.register_model("scripted-ladder-flaky", "test", "coded outcomes", lambda 
 
 def run_ladder(pytester: pytest.Pytester, results: Path, *args: str) -> pytest.RunResult:
     pytester.makepyfile(scenario_models=SCENARIO_MODELS)
-    return pytester.runpytest_subprocess(
-        str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}", f"--results-dir={results}",
-        "-p", "scenario_models", "-p", "no:cacheprovider", "-p", "no:randomly", *args,
-    )
+    return run_protocol(pytester, HERE, results, "-p", "scenario_models", *args)
 
 
 def report_of(results: Path) -> dict[str, Any]:
-    reports = sorted((results / "ladder").glob("*/report.json"))
-    assert len(reports) == 1, reports
-    return json.loads(reports[0].read_text())
+    return read_report(results, "ladder")[0]
 
 
-def outcomes(report: dict[str, Any]) -> dict[str, str]:
-    return {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
+outcomes = outcomes_by_name
 
 
 def rescore(*folders: Path) -> dict[str, Any]:
-    # -S -I: no site-packages and no environment, so the rescorer cannot import anything from the suite.
-    done = subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), *map(str, folders)],
-                          capture_output=True, text=True, cwd="/", check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)
+    return run_rescorer(HERE / "rescore.py", *folders)
 
 
 def expected_rule_pattern(label: str) -> dict[str, str]:

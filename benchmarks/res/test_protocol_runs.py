@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks.core.rundir import SUITE_ROOT
+from benchmarks.core.selfcheck import (
+    expected_pattern,
+    outcomes_by_name,
+    read_report,
+    run_protocol,
+    run_rescorer,
+)
 
 from .protocol import GATE, HERE
 
@@ -59,28 +63,19 @@ COMPLETENESS = ["test_fixtures_built", "test_logit_scoring_done", "test_greedy_g
 def run_res(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> tuple[pytest.RunResult, dict[str, Any], Path]:
     pytester.makepyfile(scenario_models=SCENARIO_MODELS)
     results = tmp_path / "results"
-    result = pytester.runpytest_subprocess(
-        str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}", f"--results-dir={results}",
-        "-p", "scenario_models", "-p", "no:cacheprovider", *args,
-    )
-    reports = sorted((results / "res").glob("*/report.json"))
-    assert len(reports) == 1, result.stdout.str() + result.stderr.str()
-    return result, json.loads(reports[0].read_text()), reports[0].parent
+    result = run_protocol(pytester, HERE, results, "-p", "scenario_models", *args)
+    report, run_dir = read_report(results, "res", result)
+    return result, report, run_dir
 
 
 def outcomes(report: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
-    by_name = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
+    by_name = outcomes_by_name(report)
     rules = [by_name[f"test_rule[{label}]"] for label in GATE.labels]
-    completeness = {name: by_name[name] for name in COMPLETENESS}
-    return rules, completeness
+    return rules, {name: by_name[name] for name in COMPLETENESS}
 
 
 def rescore(run_dir: Path) -> dict[str, Any]:
-    # -S -I: no site-packages and no environment, so the rescorer cannot import anything from the suite.
-    done = subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), str(run_dir)],
-                          capture_output=True, text=True, cwd="/")
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)
+    return run_rescorer(HERE / "rescore.py", run_dir)
 
 
 P, F, S = "passed", "failed", "skipped"
@@ -98,7 +93,7 @@ def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: 
                                            expected_label: str, pattern: list[str]) -> None:
     result, report, run_dir = run_res(pytester, tmp_path, "--model", model)
     rules, completeness = outcomes(report)
-    assert rules == pattern
+    assert rules == pattern == expected_pattern(GATE, expected_label)
     assert set(completeness.values()) == {"passed"}
     protocol = report["benchmark"]["protocols"]["res"]
     assert protocol["status"] == "complete"
@@ -127,8 +122,7 @@ def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    result = pytester.runpytest_subprocess(str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}",
-                                           f"--results-dir={tmp_path / 'results'}", "-p", "no:cacheprovider")
+    result = run_protocol(pytester, HERE, tmp_path / "results")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = result.stdout.str() + result.stderr.str()
     assert "RES cannot run: Qwen/Qwen2.5-1.5B-Instruct@main" in text
@@ -146,11 +140,7 @@ def test_bundled_smollm2_end_to_end(pytester: pytest.Pytester, tmp_path: Path) -
     protocol = report["benchmark"]["protocols"]["res"]
     assert protocol["status"] == "complete"
     label = protocol["classifications"]["gate"]["outcome"]["label"]
-    index = GATE.labels.index(label)
-    fired_passes = GATE.rules[index].passes
-    assert rules[:index] == [P] * index
-    assert rules[index] == (P if fired_passes else F)
-    assert rules[index + 1:] == [S] * (len(rules) - index - 1)
+    assert rules == expected_pattern(GATE, label)
     summary = json.loads((run_dir / "summary.json").read_text())
     rescored = rescore(run_dir)
     assert rescored["items"] == 64 and rescored["mismatched_items"] == []

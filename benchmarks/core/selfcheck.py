@@ -1,0 +1,61 @@
+"""Helpers for a protocol's end-to-end self-checks through ``pytester``.
+
+A self-check runs the protocol's own tests in a subprocess (``-m cpu`` on a
+scripted or bundled model), reads the run's ``report.json`` and asserts the
+outcome pattern of the rule tests, the completeness tests and the verdict of
+the protocol's independent rescorer.  These helpers hold what every
+protocol's ``test_protocol_runs.py`` would otherwise repeat.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .rules import Classification
+from .rundir import SUITE_ROOT
+
+__all__ = ["expected_pattern", "outcomes_by_name", "read_report", "run_protocol", "run_rescorer"]
+
+
+def run_protocol(pytester: pytest.Pytester, protocol_dir: Path, results: Path, *args: str,
+                 timeout: float | None = None) -> pytest.RunResult:
+    """Run the tests in ``protocol_dir`` marked ``cpu`` in a fresh pytest process, results under ``results``."""
+    command = [str(protocol_dir), "-m", "cpu", f"--rootdir={SUITE_ROOT}", f"--results-dir={results}",
+               "-p", "no:cacheprovider", "-p", "no:randomly", *args]
+    return pytester.runpytest_subprocess(*command, timeout=timeout)
+
+
+def read_report(results: Path, protocol: str, result: pytest.RunResult | None = None) -> tuple[dict[str, Any], Path]:
+    """The one run's ``report.json`` of ``protocol`` under ``results`` and its run directory."""
+    reports = sorted((results / protocol).glob("*/report.json"))
+    context = (result.stdout.str() + result.stderr.str()) if result is not None else str(reports)
+    assert len(reports) == 1, context
+    return json.loads(reports[0].read_text()), reports[0].parent
+
+
+def outcomes_by_name(report: dict[str, Any]) -> dict[str, str]:
+    """Test name (the last part of its node id, parameters included) -> outcome."""
+    return {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
+
+
+def expected_pattern(classification: Classification, label: str) -> list[str]:
+    """Rule outcomes when ``label`` decides: earlier rules pass, the decided one fails unless it is a
+    passing state, later ones are skipped as preempted."""
+    index = classification.labels.index(label)
+    decided = "passed" if classification.rules[index].passes else "failed"
+    return ["passed"] * index + [decided] + ["skipped"] * (len(classification.labels) - index - 1)
+
+
+def run_rescorer(script: Path, *args: str | Path) -> dict[str, Any]:
+    """Run a stdlib-only rescorer under ``python -S -I`` (no site-packages, no environment, cwd ``/``),
+    so it cannot import anything from the suite; its stdout is JSON."""
+    done = subprocess.run([sys.executable, "-S", "-I", str(script), *map(str, args)],
+                          capture_output=True, text=True, cwd="/", check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
