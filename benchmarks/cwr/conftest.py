@@ -166,7 +166,8 @@ def build_units(items: dict[str, list[dict[str, Any]]], pairs: tuple[Any, ...],
         for item in _spread(items[condition], per_condition):
             world, raw = resolve_world(item["world_ref"])
             units.append(Unit(item["item_id"], condition, item["kind"], None, item["world_ref"], world.family,
-                              control_prompt(item, world, raw), item["expected"]))
+                              control_prompt(item, world, raw), item["expected"],
+                              item["context"] if condition == "E" else None))
     chosen = _spread(list(pairs), per_condition)
     for condition in ("F", "C"):
         for pair in chosen:

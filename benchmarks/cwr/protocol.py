@@ -6,6 +6,7 @@ P  primitive probes: is this step legal here (``ANSWER: LEGAL|ILLEGAL``), or
    what exact state does this legal step produce (``STATE:`` block);
 R  supplied-handbook retrieval: which artifact id is the valid solution (``ANSWER: H-XXXX``);
 E  execute a candidate: ``ANSWER: ILLEGAL AT STEP k`` or ``ANSWER: LEGAL, GOAL MET|NOT MET`` plus the final ``STATE:``;
+   on a pair's C (F) target the prompt also shows that condition's context (E_C, E_F), on a shipped world none;
 F, C synthesis: the pair side's prompt body verbatim; the answer is an artifact graded by ``worlds.check``.
 
 Every prompt is a single-turn chat of its own: nothing from one answer reaches
@@ -24,6 +25,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import worlds
 from benchmarks.core import ClassificationSpec, ProtocolHeader, classification, load_prereg, sha256_bytes
 from benchmarks.core.stats import paired_difference_interval
+from fixtures.cwr import E_CONTEXTS, condition_context_text, e_context
 
 HERE = Path(__file__).resolve().parent
 
@@ -160,6 +162,20 @@ def _situation(item: Mapping[str, Any], world: worlds.World) -> list[str]:
     ]
 
 
+def _e_context_block(item: Mapping[str, Any]) -> list[str]:
+    """The lines an E item shows between the handbook and the candidate: its condition's context, or nothing."""
+    context = item.get("context")
+    if context not in E_CONTEXTS:
+        raise ValueError(f"E item {item.get('item_id')!r} has context {context!r}, expected one of {list(E_CONTEXTS)}; "
+                         "build items with fixtures.cwr.build_cwr_items")
+    if context != e_context(item["world_ref"]):
+        raise ValueError(f"E item {item.get('item_id')!r}: context {context!r} does not belong to world "
+                         f"{item['world_ref']!r} (its context is {e_context(item['world_ref'])!r})")
+    if context == "none":
+        return []
+    return [condition_context_text(item["world_ref"]), ""]
+
+
 def control_prompt(item: Mapping[str, Any], world: worlds.World, raw: Mapping[str, Any]) -> str:
     """The user message of a P, R or E item."""
     parts = [_INTRO, "", "WORLD HANDBOOK", handbook(raw), ""]
@@ -182,6 +198,7 @@ def control_prompt(item: Mapping[str, Any], world: worlds.World, raw: Mapping[st
                   "every hard constraint holds, the budget is kept and the goal holds at the end. Which one?",
                   "Reply with exactly one line:  ANSWER: <artifact id>   (for example  ANSWER: H-0000)"]
     elif condition == "E":
+        parts += _e_context_block(item)
         parts += ["CANDIDATE (executed from the initial state, one step per line)",
                   *(f"{i}. {step}" for i, step in enumerate(item["candidate"], start=1)), "", "QUESTION",
                   f"Execute the candidate step by step. {_LEGAL_MEANS}",
@@ -333,13 +350,14 @@ class Unit:
     family: str
     prompt_text: str  # the user message
     expected: Any  # P/R/E: the expected answer; F/C: None (every valid artifact passes)
+    context: str | None = None  # E: "C", "F" or "none" (the condition context the prompt shows); None otherwise
 
 
 @dataclass(frozen=True)
 class CwrRecord:
     """One unit's measurement: a line of ``records.jsonl``."""
 
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2  # 2: the E context field
 
     item_id: str
     condition: str  # P, R, E, F or C
@@ -362,6 +380,7 @@ class CwrRecord:
     check_reason: str | None  # F/C: the checker's reason
     check_failing_step: int | None  # F/C: the checker's first failing step (0-based)
     correct: bool  # P/R/E: exact match; F/C: check_status == VALID
+    context: str | None  # E: "C", "F" or "none" (E_C, E_F, context-free); None for other conditions
 
 
 def make_record(unit: Unit, prompt: str, response: Any, max_new_tokens: int, target: worlds.World | None) -> CwrRecord:
@@ -389,6 +408,7 @@ def make_record(unit: Unit, prompt: str, response: Any, max_new_tokens: int, tar
         generation_tokens=len(getattr(response, "token_ids", ()) or ()), finish_reason=response.finish_reason,
         generation_error=error, parse_status=parse_status, parsed=parsed, expected=unit.expected,
         check_status=check_status, check_reason=check_reason, check_failing_step=check_step, correct=bool(correct),
+        context=unit.context,
     )
 
 
@@ -445,6 +465,11 @@ def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | 
     for kind in ("verdict", "effect"):
         rows = [r for r in records if r.condition == "P" and r.kind == kind]
         out[f"P.{kind}.accuracy"] = _ratio(sum(r.correct for r in rows), len(rows))
+    for context in E_CONTEXTS:  # E_C (the seed's main E), E_F, context-free E
+        rows = [r for r in records if r.condition == "E" and r.context == context]
+        out[f"E_{context}.units"] = len(rows)
+        out[f"E_{context}.correct"] = sum(r.correct for r in rows)
+        out[f"E_{context}.accuracy"] = _ratio(sum(r.correct for r in rows), len(rows))
     table = paired_table(records)
     out.update({f"pairs.{k}": v for k, v in table.items()})
     n = table["both"] + table["f_only"] + table["c_only"] + table["neither"]

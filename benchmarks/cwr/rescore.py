@@ -8,9 +8,10 @@ standard library only and nothing from the suite.  From each record's
 primitive fields it recomputes: for P, R and E the parsed answer (its own
 reading of the reply formats) and its exact match with the recorded
 expected answer; for F and C exact validity from the checker status stored
-with the record.  Then the metrics the rules read, the paired F - C
-interval (Newcombe's hybrid score, written out here), and the
-classification by the preregistered rule order.  Prints JSON; exit status 0
+with the record.  Then the metrics the rules read, E accuracy split by the
+context the E prompt showed (``E_C``, ``E_F``, ``E_none``, from each
+record's ``context``), the paired F - C interval (Newcombe's hybrid score,
+written out here), and the classification by the preregistered rule order.  Prints JSON; exit status 0
 when every recomputed per-unit field equals the recorded one, 1 otherwise.
 """
 
@@ -172,7 +173,7 @@ def main(argv=None):
     records = read_lines(args.run_dir / "records.jsonl")
     baselines = json.loads((args.run_dir / "baselines.json").read_text(encoding="utf-8"))
 
-    mismatches, correct = [], {}
+    mismatches, correct, contexts = [], {}, {}
     for record in records:
         if record["condition"] in ("F", "C"):
             ok = record["generation_error"] is None and record["check_status"] == "VALID"
@@ -184,6 +185,7 @@ def main(argv=None):
         if ok != record["correct"] and record["item_id"] not in mismatches:
             mismatches.append(record["item_id"])
         correct[record["item_id"]] = (record["condition"], record["pair_id"], ok)
+        contexts[record["item_id"]] = record.get("context")
 
     values = {}
     for condition in ("P", "R", "E", "F", "C"):
@@ -191,6 +193,10 @@ def main(argv=None):
         values[f"{condition}.units"] = len(rows)
         name = "validity" if condition in ("F", "C") else "accuracy"
         values[f"{condition}.{name}"] = sum(rows) / len(rows) if rows else None
+    for context in ("C", "F", "none"):  # E_C (the seed's main E), E_F, context-free E
+        rows = [ok for item, (cond, _, ok) in correct.items() if cond == "E" and contexts[item] == context]
+        values[f"E_{context}.units"] = len(rows)
+        values[f"E_{context}.accuracy"] = sum(rows) / len(rows) if rows else None
     sides = {}
     for cond, pair, ok in correct.values():
         if cond in ("F", "C"):

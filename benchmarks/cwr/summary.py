@@ -7,6 +7,8 @@ from typing import Any, Sequence
 
 from benchmarks.core import RuleError
 
+from fixtures.cwr import E_CONTEXTS
+
 from .protocol import CONDITIONS, GATE, PREREG, CwrRecord, Unit, finite, sensitivity_grid
 
 SCHEMA_VERSION = 1
@@ -35,6 +37,9 @@ def build_summary(*, run: Any, records: Sequence[CwrRecord], measured: dict, bas
         "thresholds": dict(PREREG.values.thresholds),
         "sensitivity": sensitivity_grid(measured),
         "metrics": measured,
+        "execution_by_context": {
+            f"E_{c}": {"units": measured.get(f"E_{c}.units"), "correct": measured.get(f"E_{c}.correct"),
+                       "accuracy": measured.get(f"E_{c}.accuracy")} for c in E_CONTEXTS},
         "parse_statuses": parse_counts,
         "synthesis_checks": check_counts,
         "units": {c: sum(u.condition == c for u in units) for c in CONDITIONS},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import worlds
-from fixtures.cwr import build_cwr_items, resolve_world
+from fixtures.cwr import build_cwr_items, condition_context_text, resolve_world
 
 from .conftest import build_units, run_pairs
 from .protocol import (
@@ -136,3 +136,39 @@ def test_synthesis_prompts_are_the_pair_bodies_verbatim_in_fresh_sessions():
         f_labels = {name for name, _ in pair.f.target.entities} - {name for name, _ in pair.c.target.entities}
         assert not any(f" {label}" in c.prompt_text for label in f_labels)
     assert {u.condition for u in units} == set(CONDITIONS)
+
+
+def test_e_prompts_show_their_condition_context_and_no_synthesis_task():
+    """E_C shows the C context, E_F the F context, shipped-world E none; no prompt carries the synthesis task."""
+    sides = {f"pair:{p.pair_id}:{s.condition}": (p, s) for p in worlds.build_showcase_pairs(token_counts=False)
+             for s in (p.f, p.c)}
+    seen = set()
+    for item in ITEMS["E"]:
+        world, raw = resolve_world(item["world_ref"])
+        text = control_prompt(item, world, raw)
+        assert "=== YOUR TASK ===" not in text and worlds.GRAMMAR_TEXT not in text, item["item_id"]
+        if item["context"] == "none":
+            assert "=== ONE-STEP EXAMPLES ===" not in text and "WORKED DEMONSTRATION" not in text
+            continue
+        pair, side = sides[item["world_ref"]]
+        other = pair.side("F" if side.condition == "C" else "C")
+        seen.add(side.condition)
+        context = condition_context_text(item["world_ref"])
+        head = text.split("CANDIDATE (executed", 1)[0]
+        assert head.rstrip("\n").endswith(context) and worlds.render_world(raw) in head
+        assert all(example.text(pair.family) in head for example in side.primitive_examples)
+        assert all(demo.text.strip() not in text for demo in other.demonstrations)
+        assert condition_context_text(f"pair:{pair.pair_id}:{other.condition}") not in text
+    assert seen == {"C", "F"}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"context": None}, "has context None"),
+    ({"context": "X"}, "has context 'X'"),
+    ({"context": "none"}, "does not belong to world"),
+])
+def test_e_item_with_a_wrong_context_is_refused(change, message):
+    item = next(i for i in ITEMS["E"] if i["context"] == "C")
+    world, raw = resolve_world(item["world_ref"])
+    with pytest.raises(ValueError, match=message):
+        control_prompt({**item, **change}, world, raw)

@@ -86,6 +86,12 @@ def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: 
     assert rescored["classification"] == expected_label and rescored["mismatched_units"] == []
     for key, value in rescored["metrics"].items():
         assert summary["metrics"][key] == pytest.approx(value), key
+    by_context = summary["execution_by_context"]  # E_C (main E), E_F, context-free E
+    assert sorted(by_context) == ["E_C", "E_F", "E_none"] and all(b["units"] > 0 for b in by_context.values())
+    assert sum(b["units"] for b in by_context.values()) == summary["units"]["E"]
+    for name, block in by_context.items():
+        assert block["accuracy"] == pytest.approx(rescored["metrics"][f"{name}.accuracy"]), name
+        assert block["correct"] == round(block["accuracy"] * block["units"]), name
 
 
 def test_two_xdist_workers_share_one_measurement(pytester: pytest.Pytester, tmp_path: Path) -> None:

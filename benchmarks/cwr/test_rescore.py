@@ -13,7 +13,7 @@ from fixtures.cwr import build_cwr_items
 
 from .baselines import pair_baselines
 from .conftest import build_units, run_pairs
-from .protocol import GATE, HERE, PREREG, finite, make_record, metrics
+from .protocol import GATE, HERE, PREREG, CwrRecord, finite, make_record, metrics
 from .scripted import AnswerKey
 
 VARIANTS = [
@@ -44,7 +44,7 @@ def _write_run(tmp_path: Path) -> tuple[Path, list]:
         text = VARIANTS[index % len(VARIANTS)](right, wrong)
         error = "timeout" if index % 37 == 36 else None
         records.append(make_record(unit, unit.prompt_text, _response(text, error), 8, targets.get(unit.item_id)))
-    lines = [canonical_json({**record.__dict__, "schema_version": 1}) for record in records]
+    lines = [canonical_json({**record.__dict__, "schema_version": CwrRecord.SCHEMA_VERSION}) for record in records]
     (tmp_path / "records.jsonl").write_text("".join(line + "\n" for line in lines))
     baselines = pair_baselines(pairs, 5, PREREG.values.seeds["baselines"])
     (tmp_path / "baselines.json").write_text(json.dumps(baselines))
@@ -71,6 +71,30 @@ def test_rescorer_reproduces_every_unit_and_the_verdict(tmp_path):
     assert errored and all(r.parse_status == "generation_error" and not r.correct for r in errored)
     assert sum(measured[f"{c}.generation_errors"] for c in ("P", "R", "E", "F", "C")) == len(errored)
     assert sum(measured[f"{c}.units"] for c in ("P", "R", "E", "F", "C")) == len(records)
+    for context in ("C", "F", "none"):  # E split by context, in the suite and in the rescorer
+        rows = [r.correct for r in records if r.condition == "E" and r.context == context]
+        assert rows and measured[f"E_{context}.units"] == report["metrics"][f"E_{context}.units"] == len(rows)
+        assert measured[f"E_{context}.accuracy"] == report["metrics"][f"E_{context}.accuracy"] == sum(rows) / len(rows)
+    assert sum(measured[f"E_{c}.units"] for c in ("C", "F", "none")) == measured["E.units"]
+
+
+def test_e_accuracy_is_split_by_context():
+    """Right on every E_C item, wrong on every E_F item, right on half the context-free ones."""
+    pairs = run_pairs()
+    units, _ = build_units(build_cwr_items(), pairs, None)
+    key = AnswerKey()
+    records, free = [], 0
+    for unit in (u for u in units if u.condition == "E"):
+        key.add(unit.item_id, unit, None)
+        right = unit.context == "C" or (unit.context == "none" and (free := free + 1) % 2 == 0)
+        text = key.right(unit.item_id) if right else key.wrong(unit.item_id)
+        records.append(make_record(unit, unit.prompt_text, _response(text), 8, None))
+    measured = metrics(records)
+    n_free = sum(r.context == "none" for r in records)
+    assert measured["E_C.accuracy"] == 1.0 and measured["E_F.accuracy"] == 0.0
+    assert measured["E_none.accuracy"] == (n_free // 2) / n_free
+    assert measured["E.units"] == measured["E_C.units"] + measured["E_F.units"] + measured["E_none.units"]
+    assert measured["E.correct"] == measured["E_C.correct"] + measured["E_none.correct"]
 
 
 def test_rescorer_notices_a_tampered_record(tmp_path):
