@@ -9,7 +9,7 @@ import pytest
 
 import models
 from benchmarks.core import read_ledger
-from benchmarks.core.plugin import benchmark_run
+from benchmarks.core.plugin import benchmark_run, mark_model_runs, pin_hub_revision, pinned_revision
 from fixtures import FIXTURE_SETS, fixture_hash
 
 from .baselines import pair_baselines
@@ -32,7 +32,6 @@ from .summary import build_summary
 
 #: Test modules whose tests run the model (marked cpu or gpu by --device).
 MODEL_RUN_MODULES = ("test_rules.py", "test_completeness.py")
-_RESOLVED = pytest.StashKey[str]()
 
 register_scenarios()
 
@@ -109,10 +108,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    marker = pytest.mark.gpu if _device(config).startswith("cuda") else pytest.mark.cpu
-    for item in items:
-        if _is_model_run(item):
-            item.add_marker(marker)
+    mark_model_runs(items, _is_model_run, _device(config))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -122,17 +118,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     max_new_tokens(config)
     _units_per_condition(config)
-    name = _model_name(config)
-    if models.model_kind(name) is not None or Path(name).is_dir() or "/" not in name:
-        return
-    revision = config.getoption("benchmark_revision") or (
-        PREREG.values.model.revision if name == PREREG.values.model.id else "main"
-    )
-    try:
-        sha, _ = models.resolve_revision(name, revision)
-    except models.ModelUnavailableError as exc:
-        pytest.exit(f"CWR cannot run: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-    config.stash[_RESOLVED] = sha
+    spec = PREREG.values.model
+    pin_hub_revision(config, "CWR", _model_name(config), preregistered_id=spec.id, preregistered_revision=spec.revision)
 
 
 # --------------------------------------------------------------------------- units
@@ -223,10 +210,9 @@ def load_cwr_model(config: pytest.Config, units: list[Unit], targets: dict[str, 
         return model
     options: dict[str, Any] = {"device": _device(config), "dtype": spec.dtype, "batch_size": spec.batch_size,
                                "seed": PREREG.values.seeds["torch"]}
-    if _RESOLVED in config.stash:
-        options["revision"] = config.stash[_RESOLVED]
-    elif config.getoption("benchmark_revision"):
-        options["revision"] = config.getoption("benchmark_revision")
+    revision = pinned_revision(config, "CWR")
+    if revision:
+        options["revision"] = revision
     return models.load_model(name, **options)
 
 

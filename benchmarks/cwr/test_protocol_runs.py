@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks.core.rundir import SUITE_ROOT
+from benchmarks.core.selfcheck import expected_pattern, outcomes_by_name, read_report, run_protocol, run_rescorer
 
 from .protocol import GATE, HERE, PREREG
 
@@ -26,33 +24,23 @@ SMOLLM2_UNITS = 1
 
 def run_cwr(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> tuple[pytest.RunResult, dict[str, Any], Path]:
     results = tmp_path / "results"
-    result = pytester.runpytest_subprocess(
-        str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}", f"--results-dir={results}", "-p", "no:cacheprovider", *args,
-    )
-    reports = sorted((results / "cwr").glob("*/report.json"))
-    assert len(reports) == 1, result.stdout.str() + result.stderr.str()
-    return result, json.loads(reports[0].read_text()), reports[0].parent
+    result = run_protocol(pytester, HERE, results, *args)
+    report, run_dir = read_report(results, "cwr", result)
+    return result, report, run_dir
 
 
 def outcomes(report: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
-    by_name = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
+    by_name = outcomes_by_name(report)
     rules = [by_name[f"test_rule[{label}]"] for label in GATE.labels]
     return rules, {name: by_name[name] for name in COMPLETENESS}
 
 
 def rescore(run_dir: Path) -> dict[str, Any]:
-    # -S -I: no site-packages and no environment, so the rescorer cannot import anything from the suite.
-    done = subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), str(run_dir)],
-                          capture_output=True, text=True, cwd="/")
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)
+    return run_rescorer(HERE / "rescore.py", run_dir)
 
 
 def pattern_for(label: str) -> list[str]:
-    """Rules before the decided one pass, the decided one passes only if it is a passing state, the rest skip."""
-    index = GATE.labels.index(label)
-    decided = "passed" if GATE.rules[index].passes else "failed"
-    return ["passed"] * index + [decided] + ["skipped"] * (len(GATE.labels) - index - 1)
+    return expected_pattern(GATE, label)
 
 
 P, F, S = "passed", "failed", "skipped"
@@ -126,8 +114,7 @@ def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    result = pytester.runpytest_subprocess(str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}",
-                                           f"--results-dir={tmp_path / 'results'}", "-p", "no:cacheprovider")
+    result = run_protocol(pytester, HERE, tmp_path / "results")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = result.stdout.str() + result.stderr.str()
     assert f"CWR cannot run: {PREREG.values.model.id}@main" in text
@@ -135,9 +122,7 @@ def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.
 
 
 def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    result = pytester.runpytest_subprocess(str(HERE), "-m", "cpu", f"--rootdir={SUITE_ROOT}",
-                                           f"--results-dir={tmp_path / 'results'}", "-p", "no:cacheprovider",
-                                           "--model", "scripted-oracle", "--cwr-max-new-tokens=0")
+    result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-oracle", "--cwr-max-new-tokens=0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--cwr-max-new-tokens must be a positive integer, got 0" in result.stderr.str() + result.stdout.str()
 
