@@ -10,18 +10,31 @@ the CPU, with a bounded generation length.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import models
+import models.px
+from benchmarks.core import canonical_json, read_ledger
 from benchmarks.core.rundir import SUITE_ROOT
+from fixtures.pzombie import build_pzombie_prompts
 
-from .protocol import CLASSIFICATIONS, HERE, PREREG
+from .protocol import (
+    CLASSIFICATIONS,
+    HERE,
+    PREREG,
+    PzRecord,
+    record_from_engine,
+    unit_id,
+)
 from .scenarios import EXPECTED, SCENARIOS, prefill_run
 
 COMPLETENESS = ["test_prompts_built", "test_calibration_done", "test_every_prompt_recorded",
@@ -37,12 +50,15 @@ P, F, S = "passed", "failed", "skipped"
 BUNDLED_CACHE = models.cache_root()
 
 
+def pzombie_args(results: Path, *args: str) -> tuple[str, ...]:
+    """The command-line arguments of a P-Zombie run on the CPU writing under ``results``."""
+    return (str(HERE), "-m", "cpu", "--device", "cpu", f"--rootdir={SUITE_ROOT}", f"--results-dir={results}",
+            "-p", "no:cacheprovider", "-p", "no:randomly", *args)
+
+
 def run_pzombie(pytester: pytest.Pytester, results: Path, *args: str,
                 timeout: float = 600.0) -> tuple[pytest.RunResult, dict[str, Any], Path]:
-    result = pytester.runpytest_subprocess(
-        str(HERE), "-m", "cpu", "--device", "cpu", f"--rootdir={SUITE_ROOT}", f"--results-dir={results}",
-        "-p", "no:cacheprovider", "-p", "no:randomly", *args, timeout=timeout,
-    )
+    result = pytester.runpytest_subprocess(*pzombie_args(results, *args), timeout=timeout)
     reports = sorted((results / "pzombie").glob("*/report.json"))
     assert len(reports) == 1, result.stdout.str() + result.stderr.str()
     return result, json.loads(reports[0].read_text()), reports[0].parent
@@ -141,16 +157,103 @@ def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.
     assert "gemma-3-270m" in text
 
 
-def test_bundled_gemma3_270m_end_to_end(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """All 90 prompts, both presets, fork isolation, on the bundled Gemma 3 270M; the rescorer must agree."""
+#: The killed run is stopped once this many records are whole in its ledger: every ACTIVE_MANIFOLD prompt and
+#: some BASELINE prompts, so the resume must skip one preset entirely and finish the other from its frozen state.
+KILL_AFTER_RECORDS = 90
+#: Per preset, how many units on each side of the kill the uninterrupted reference run measures again.
+REFERENCE_UNITS_EACH_SIDE = 2
+
+
+def ledger_lines(path: Path) -> list[bytes]:
+    """The whole lines of a ledger file (a torn tail, bytes after the last newline, is left out)."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    return data[: data.rfind(b"\n") + 1].splitlines()
+
+
+def kill_during_run(pytester: pytest.Pytester, results: Path, *args: str, after_records: int,
+                    timeout: float = 1800.0) -> Path:
+    """Start a P-Zombie pytest run in its own process group and SIGKILL the whole group once the ledger holds
+    ``after_records`` whole records; return the run directory."""
+    basetemp = pytester.path / "killed-basetemp"
+    command = [sys.executable, "-m", "pytest", f"--basetemp={basetemp}", *pzombie_args(results, *args)]
+    log = pytester.path / "killed-run.log"
+    with log.open("wb") as out:
+        proc = pytester.popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                ledgers = list((results / "pzombie").glob("*/records.jsonl"))
+                if ledgers and len(ledger_lines(ledgers[0])) >= after_records:
+                    break
+                assert proc.poll() is None, f"the run ended (rc {proc.returncode}) before {after_records} records:\n" + \
+                    log.read_text(errors="replace")
+                assert time.monotonic() < deadline, f"no {after_records} records within {timeout} s"
+                time.sleep(0.05)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)  # the pytest process, its loader process and any prompt child
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL, log.read_text(errors="replace")
+    assert not (ledgers[0].parent / "report.json").exists()  # killed before any test ran
+    return ledgers[0].parent
+
+
+def comparable(record: PzRecord) -> dict[str, Any]:
+    """A record without what legitimately differs between two runs of the same unit: wall time and process id."""
+    body = json.loads(canonical_json({f.name: getattr(record, f.name) for f in fields(record)}))
+    body.pop("seconds")
+    body["engine"].pop("pid")
+    return body
+
+
+def uninterrupted_reference(preset: str, prompt_ids: list[str]) -> tuple[str, list[PzRecord]]:
+    """Calibrate ``preset`` from scratch and measure ``prompt_ids`` in one uninterrupted engine run, exactly as the
+    conftest does (same engine constants, model options, generation settings and fork isolation)."""
+    from .conftest import engine_config
+
+    spec = PREREG.values
+    rows = build_pzombie_prompts()
+    by_id = {row["prompt_id"]: row for row in rows}
+    cfg = engine_config("270M")
+    run = models.px.run_prompts(
+        models.px.ModelSpec("gemma-3-270m", {"device": "cpu", "dtype": spec.generation.dtype_cpu,
+                                             "seed": spec.seeds["torch"]}),
+        [{"id": pid, "text": by_id[pid]["text"]} for pid in prompt_ids],
+        preset=preset, config=cfg,
+        settings=models.px.generation_settings(preset, SELF_CHECK_MAX_NEW_TOKENS, cfg),
+        isolation="fork",
+        calibration_prompts=[{"id": r["prompt_id"], "text": r["text"]} for r in rows if r["phase"] == "calibration"],
+        timeout_s=spec.run.prompt_timeout_s,
+    )
+    return run.frozen_state_sha256, [record_from_engine(r, by_id[r.prompt_id]) for r in run.records]
+
+
+def test_bundled_gemma3_270m_killed_and_resumed(pytester: pytest.Pytester, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """All 90 prompts, both presets, fork isolation, on the bundled Gemma 3 270M, with the run SIGKILLed partway
+    (the whole pytest process group) and resumed under the same --run-id; the rescorer must agree and the records
+    must equal those of an uninterrupted run."""
     # pytester points HOME at a temporary folder: keep using the bundled model's converted cache.
     monkeypatch.setenv("PREREGBENCH_CACHE", str(BUNDLED_CACHE))
+    results = tmp_path / "results"
+    run_args = ("--model", "gemma-3-270m", "--scale", "270M", f"--pzombie-max-new-tokens={SELF_CHECK_MAX_NEW_TOKENS}",
+                "--run-id=killed")
     start = time.perf_counter()
-    result, report, run_dir = run_pzombie(
-        pytester, tmp_path / "results", "--model", "gemma-3-270m", "--scale", "270M",
-        f"--pzombie-max-new-tokens={SELF_CHECK_MAX_NEW_TOKENS}", timeout=1800.0,
-    )
+    killed_dir = kill_during_run(pytester, results, *run_args, after_records=KILL_AFTER_RECORDS)
+    killed_at = time.perf_counter() - start
+    before_kill = ledger_lines(killed_dir / "records.jsonl")
+    units_before = [json.loads(line)["unit_id"] for line in before_kill]
+    assert len(units_before) == len(set(units_before)) >= KILL_AFTER_RECORDS
+    calibrations_before = {preset: (killed_dir / f"calibration-{preset}.json").read_bytes()
+                           for preset in PREREG.values.run.presets}
+    provenance_before = json.loads((killed_dir / "provenance.json").read_text())
+
+    result, report, run_dir = run_pzombie(pytester, results, *run_args, timeout=1800.0)
     wall = time.perf_counter() - start
+    print(f"killed after {len(units_before)} records at {killed_at:.1f} s; resumed run done at {wall:.1f} s")
+    assert run_dir == killed_dir
     rules, completeness = outcomes(report)
     assert completeness == {name: P for name in COMPLETENESS}, result.stdout.str()
     protocol = report["benchmark"]["protocols"]["pzombie"]
@@ -160,13 +263,37 @@ def test_bundled_gemma3_270m_end_to_end(pytester: pytest.Pytester, tmp_path: Pat
         assert rules[key] == expected_pattern(key, label), key
     rescored = assert_agreement(run_dir, labels)
     assert rescored["records"] == 160
-    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+
+    # The ledger: the records written before the kill are kept byte for byte, every unit is recorded once, and
+    # every line is a whole record (a torn tail left by the kill is moved aside, never parsed).
+    raw = (run_dir / "records.jsonl").read_bytes()
+    assert raw.endswith(b"\n")
+    lines = raw.splitlines()
+    assert lines[: len(before_kill)] == before_kill
+    records = [json.loads(line) for line in lines]
+    expected_units = {unit_id(preset, row["prompt_id"]) for preset in PREREG.values.run.presets
+                      for row in build_pzombie_prompts() if row["phase"] == "measured"}
+    assert len(expected_units) == 160
+    assert sorted(r["unit_id"] for r in records) == sorted(expected_units)  # each of the 160 exactly once
+    for sidecar in run_dir.glob("records.jsonl.torn-*"):
+        assert b"\n" not in sidecar.read_bytes()  # only a partial line was set aside
+        assert "torn last line" in result.stdout.str() + result.stderr.str()
+    resumed_units = expected_units - set(units_before)
+    assert resumed_units, "the kill came after the last record; nothing was resumed"
+
+    # The frozen calibrator states are the ones from before the kill, and every prompt, measured before or after
+    # it, started from its preset's frozen state.
+    for preset in PREREG.values.run.presets:
+        assert (run_dir / f"calibration-{preset}.json").read_bytes() == calibrations_before[preset]
+        calibration = json.loads(calibrations_before[preset])
+        shas = {r["engine"]["start_state_sha256"] for r in records if r["preset"] == preset}
+        assert shas == {calibration["frozen_state_sha256"]}
+    provenance_after = json.loads((run_dir / "provenance.json").read_text())
+    assert provenance_before.pop("finished_at") is None and provenance_after.pop("finished_at")
+    assert provenance_after == provenance_before  # the resume kept the run's provenance (model, settings, started_at)
+
     assert {r["engine"]["isolation"] for r in records} == {"fork"}
     assert len({r["engine"]["pid"] for r in records}) == 160  # a fresh process per prompt and preset
-    for preset in PREREG.values.run.presets:
-        calibration = json.loads((run_dir / f"calibration-{preset}.json").read_text())
-        shas = {r["engine"]["start_state_sha256"] for r in records if r["preset"] == preset}
-        assert shas == {calibration["frozen_state_sha256"]}  # every prompt started from the same frozen state
     assert all(r["new_tokens"] <= SELF_CHECK_MAX_NEW_TOKENS for r in records)
     provenance = protocol["provenance"]
     assert provenance["model"]["revision"].startswith("sha256:")
@@ -175,12 +302,33 @@ def test_bundled_gemma3_270m_end_to_end(pytester: pytest.Pytester, tmp_path: Pat
     assert any("instead of the preregistered 'google/gemma-3-270m-it'" in d for d in deviations)
     assert any("bundled offline checkpoint" in d for d in deviations)
     assert f"max_new_tokens {SELF_CHECK_MAX_NEW_TOKENS} instead of 60" in deviations
+
+    # Against an uninterrupted run: per preset, calibrate from scratch and measure the units on both sides of the
+    # kill again; the frozen state and the records must be the same.
+    stored = {r.unit_id: r for r in read_ledger(run_dir / "records.jsonl", PzRecord)}
+    reference_start = time.perf_counter()
+    compared = 0
+    for preset in PREREG.values.run.presets:
+        order = [row["prompt_id"] for row in build_pzombie_prompts() if row["phase"] == "measured"]
+        before = [p for p in order if unit_id(preset, p) in set(units_before)]
+        after = [p for p in order if unit_id(preset, p) in resumed_units]
+        chosen = before[-REFERENCE_UNITS_EACH_SIDE:] + after[:REFERENCE_UNITS_EACH_SIDE]
+        sha, reference = uninterrupted_reference(preset, chosen)
+        assert sha == json.loads(calibrations_before[preset])["frozen_state_sha256"], preset
+        assert [r.unit_id for r in reference] == [unit_id(preset, p) for p in chosen]
+        for record in reference:
+            assert comparable(record) == comparable(stored[record.unit_id]), record.unit_id
+            compared += 1
+    reference_wall = time.perf_counter() - reference_start
+
     stats = json.loads((run_dir / "stats.json").read_text())
     m = stats["metrics"]
-    print(f"Gemma 3 270M (bundled) P-Zombie run, max_new_tokens {SELF_CHECK_MAX_NEW_TOKENS}, fork isolation: "
+    print(f"Gemma 3 270M (bundled) P-Zombie run, max_new_tokens {SELF_CHECK_MAX_NEW_TOKENS}, fork isolation, "
+          f"killed after {len(units_before)} records at {killed_at:.1f} s, resumed {len(resumed_units)}: "
           f"{json.dumps(labels, sort_keys=True)} in {wall:.1f} s; ACTIVE_MANIFOLD eta^2 {m['active.eta_squared']:.4f} "
           f"F {m['active.f']:.3f} p {m['active.p_exact']:.3g} R^2 {m['active.r_squared_td']:.4f}; "
-          f"BASELINE eta^2 {m['baseline.eta_squared']:.4f} R^2 {m['baseline.r_squared_td']:.4f}")
+          f"BASELINE eta^2 {m['baseline.eta_squared']:.4f} R^2 {m['baseline.r_squared_td']:.4f}; "
+          f"{compared} records equal to an uninterrupted run's in {reference_wall:.1f} s")
 
 
 def test_gpu_selection_without_cuda_skips_saying_so(pytester: pytest.Pytester, tmp_path: Path) -> None:
