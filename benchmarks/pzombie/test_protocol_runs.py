@@ -4,7 +4,8 @@ Scenario runs feed synthetic per-prompt records (benchmarks/pzombie/scenarios.py
 through the real conftest, metrics, rules, files and rescorer, so every
 classification's outcome pattern is checked in seconds.  The bundled Gemma 3
 270M run measures all 90 prompts under both presets in full fork isolation on
-the CPU, with a bounded generation length.
+the CPU, with a bounded generation length; it is SIGKILLed partway, resumed
+under the same run id, and compared with an uninterrupted run.
 """
 
 from __future__ import annotations
