@@ -12,7 +12,7 @@ import pytest
 import models
 import models.px
 from benchmarks.core import read_ledger
-from benchmarks.core.plugin import benchmark_run
+from benchmarks.core.plugin import benchmark_run, mark_model_runs, pin_hub_revision, pinned_revision
 from fixtures import fixture_hash
 from fixtures.pzombie import PZOMBIE_SET, build_pzombie_prompts
 
@@ -33,7 +33,6 @@ from .protocol import (
 #: Test modules whose tests read the model run (marked cpu or gpu by --device).
 MODEL_RUN_MODULES = ("test_rules.py", "test_completeness.py")
 SPEC = PREREG.values
-_RESOLVED = pytest.StashKey[str]()
 
 #: Ways this suite's engine and protocol knowingly differ from the original behind SR61_FINAL_V2 (README "Deviations").
 DEVIATIONS_FROM_ORIGINAL = (
@@ -139,10 +138,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     device = config.getoption("benchmark_device") or SPEC.run.default_device
-    marker = pytest.mark.gpu if device.startswith("cuda") else pytest.mark.cpu
-    for item in items:
-        if _is_model_run(item):
-            item.add_marker(marker)
+    mark_model_runs(items, _is_model_run, device)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -151,16 +147,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     config = session.config
     settings = run_settings_of(config)
-    name = settings.model
-    if models.model_kind(name) is not None or Path(name).is_dir() or "/" not in name:
-        return
     preregistered = SPEC.scales[settings.scale]
-    revision = config.getoption("benchmark_revision") or (preregistered.revision if name == preregistered.model_id else "main")
-    try:
-        sha, _ = models.resolve_revision(name, revision)
-    except models.ModelUnavailableError as exc:
-        pytest.exit(f"P-Zombie cannot run: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-    config.stash[_RESOLVED] = sha
+    pin_hub_revision(config, "P-Zombie", settings.model, preregistered_id=preregistered.model_id,
+                     preregistered_revision=preregistered.revision)
 
 
 def engine_config(scale: str) -> models.px.PxConfig:
@@ -174,10 +163,9 @@ def engine_config(scale: str) -> models.px.PxConfig:
 
 def model_spec(config: pytest.Config, settings: RunSettings) -> models.px.ModelSpec:
     options: dict[str, Any] = {"device": settings.device, "dtype": settings.dtype, "seed": SPEC.seeds["torch"]}
-    if _RESOLVED in config.stash:
-        options["revision"] = config.stash[_RESOLVED]
-    elif config.getoption("benchmark_revision"):
-        options["revision"] = config.getoption("benchmark_revision")
+    revision = pinned_revision(config, "P-Zombie")
+    if revision:
+        options["revision"] = revision
     return models.px.ModelSpec(settings.model, options)
 
 

@@ -26,6 +26,8 @@ import models
 import models.px
 from benchmarks.core import canonical_json, read_ledger
 from benchmarks.core.rundir import SUITE_ROOT
+from benchmarks.core.selfcheck import expected_pattern as core_expected_pattern
+from benchmarks.core.selfcheck import outcomes_by_name, read_report, run_protocol, run_rescorer
 from fixtures.pzombie import build_pzombie_prompts
 
 from .protocol import (
@@ -59,31 +61,24 @@ def pzombie_args(results: Path, *args: str) -> tuple[str, ...]:
 
 def run_pzombie(pytester: pytest.Pytester, results: Path, *args: str,
                 timeout: float = 600.0) -> tuple[pytest.RunResult, dict[str, Any], Path]:
-    result = pytester.runpytest_subprocess(*pzombie_args(results, *args), timeout=timeout)
-    reports = sorted((results / "pzombie").glob("*/report.json"))
-    assert len(reports) == 1, result.stdout.str() + result.stderr.str()
-    return result, json.loads(reports[0].read_text()), reports[0].parent
+    result = run_protocol(pytester, HERE, results, "--device", "cpu", *args, timeout=timeout)
+    report, run_dir = read_report(results, "pzombie", result)
+    return result, report, run_dir
 
 
 def outcomes(report: dict[str, Any]) -> tuple[dict[str, list[str]], dict[str, str]]:
-    by_name = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
+    by_name = outcomes_by_name(report)
     rules = {key: [by_name[f"{TEST_OF[key]}[{label}]"] for label in block.labels] for key, block in CLASSIFICATIONS.items()}
     return rules, {name: by_name[name] for name in COMPLETENESS}
 
 
 def expected_pattern(key: str, label: str) -> list[str]:
     """Rules before the decided one pass, the decided one passes or fails by its role, the rest are preempted."""
-    block = CLASSIFICATIONS[key]
-    index = block.labels.index(label)
-    return [P] * index + [P if block.rules[index].passes else F] + [S] * (len(block.labels) - index - 1)
+    return core_expected_pattern(CLASSIFICATIONS[key], label)
 
 
 def rescore(run_dir: Path) -> dict[str, Any]:
-    # -S -I: no site-packages and no environment, so the rescorer cannot import anything from the suite.
-    done = subprocess.run([sys.executable, "-S", "-I", str(HERE / "rescore.py"), str(run_dir)],
-                          capture_output=True, text=True, cwd="/", check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)
+    return run_rescorer(HERE / "rescore.py", run_dir)
 
 
 def assert_agreement(run_dir: Path, labels: dict[str, str]) -> dict[str, Any]:
@@ -138,9 +133,8 @@ def test_an_errored_prompt_is_counted_and_makes_the_run_incomplete(pytester: pyt
 
 
 def test_a_bad_scale_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    result = pytester.runpytest_subprocess(str(HERE), "-m", "cpu", "--device", "cpu", f"--rootdir={SUITE_ROOT}",
-                                           f"--results-dir={tmp_path / 'results'}", "-p", "no:cacheprovider",
-                                           "--model", "gemma-3-270m", "--scale=13B")
+    result = run_protocol(pytester, HERE, tmp_path / "results", "--device", "cpu", "--model", "gemma-3-270m",
+                          "--scale=13B")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--scale '13B' is not a P-Zombie scale; choose one of: 270M, 1B, 4B, E2B" in result.stdout.str() + result.stderr.str()
 
@@ -149,9 +143,7 @@ def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    result = pytester.runpytest_subprocess(str(HERE), "-m", "cpu", "--device", "cpu", "--scale", "1B",
-                                           f"--rootdir={SUITE_ROOT}", f"--results-dir={tmp_path / 'results'}",
-                                           "-p", "no:cacheprovider")
+    result = run_protocol(pytester, HERE, tmp_path / "results", "--device", "cpu", "--scale", "1B")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = result.stdout.str() + result.stderr.str()
     assert "P-Zombie cannot run: google/gemma-3-1b-it@main" in text
