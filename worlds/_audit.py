@@ -30,7 +30,7 @@ from ._checker import Status, check
 from ._enumerate import enumerate_solutions, grounded_steps
 from ._errors import WorldsError
 from ._loader import world_from_mapping
-from ._reference import replay
+from ._reference import differential
 
 __all__ = ["SequenceAudit", "audit_sequences"]
 
@@ -87,23 +87,10 @@ class SequenceAudit:
         }
 
 
-def _state_tuple(state) -> tuple:
-    return tuple(getattr(state, "inventory", None) or getattr(state, "placements", ()))
-
-
 def _classify(world, raw, seq: tuple[str, ...], disagreements: list) -> tuple:
     text = "".join(s + "\n" for s in seq)
     r = check(world, text)
-    ref = replay(raw, text)
-    got = (
-        r.status.value,
-        None if r.reason is None else r.reason.value,
-        r.failing_step,
-        _state_tuple(r.final_state),
-        r.cost,
-        r.executed,
-    )
-    want = (ref.status, ref.reason, ref.failing_step, ref.state, ref.cost, ref.executed)
+    got, want = differential(r, raw, text)
     if got != want:
         disagreements.append((seq, got, want))
     return got[:3], r

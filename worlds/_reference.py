@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Replay", "replay"]
+__all__ = ["Replay", "differential", "replay"]
 
 _STEP = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*\((.*)\)[ \t]*", re.ASCII)
 _ARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]*", re.ASCII)
@@ -234,3 +234,22 @@ class _ScheduleRef:
 
     def canon(self):
         return tuple(sorted((t, m, s) for t, (m, s) in self.at.items()))
+
+
+def differential(result: Any, raw: Mapping[str, Any], text: str) -> tuple[tuple, tuple]:
+    """The checker's ``result`` on ``text`` and this replay, side by side.
+
+    Both sides are (status, reason, first failing step, final state, cost,
+    executed count); strict differential replay requires them to be equal.
+    """
+    state = result.final_state
+    got = (
+        result.status.value,
+        None if result.reason is None else result.reason.value,
+        result.failing_step,
+        tuple(getattr(state, "inventory", None) or getattr(state, "placements", ())),
+        result.cost,
+        result.executed,
+    )
+    ref = replay(raw, text)
+    return got, (ref.status, ref.reason, ref.failing_step, ref.state, ref.cost, ref.executed)

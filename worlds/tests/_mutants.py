@@ -32,7 +32,7 @@ from worlds import (
     grounded_steps,
     world_from_mapping,
 )
-from worlds import reference_replay as replay
+from worlds._reference import differential
 from worlds._model import INT_TYPE
 from worlds._schedule import ScheduleState
 
@@ -111,23 +111,9 @@ SMALL = ("TW-C01", "SCH-C01")  # small enough for exhaustive checks
 # Certification checks.
 
 
-def _state_tuple(state) -> tuple:
-    return tuple(getattr(state, "inventory", None) or getattr(state, "placements", ()))
-
-
 def _disagreement(wid: str, text: str) -> str | None:
     world, m = WORLDS[wid]
-    r = ck.check(world, text)
-    ref = replay(m, text)
-    got = (
-        r.status.value,
-        None if r.reason is None else r.reason.value,
-        r.failing_step,
-        _state_tuple(r.final_state),
-        r.cost,
-        r.executed,
-    )
-    want = (ref.status, ref.reason, ref.failing_step, ref.state, ref.cost, ref.executed)
+    got, want = differential(ck.check(world, text), m, text)
     if got != want:
         return f"{wid}: checker {got} != reference {want} on {text!r}"
     return None
