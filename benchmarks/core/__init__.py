@@ -16,7 +16,7 @@ from .ledger import (
     TornTail,
     read_ledger,
 )
-from .prereg import ClassificationSpec, Prereg, PreregError, ProtocolHeader, RuleSpec, classification, load_prereg
+from .prereg import ClassificationSpec, ModelSpec, Prereg, PreregError, ProtocolHeader, RuleSpec, classification, load_prereg
 from .provenance import Provenance, ProvenanceError, check_revision
 from .rules import Classification, Condition, Outcome, Rule, RuleError
 from .rundir import Run
@@ -36,6 +36,7 @@ __all__ = [
     "PreregError",
     "Provenance",
     "ProvenanceError",
+    "ModelSpec",
     "ProtocolHeader",
     "Rule",
     "RuleError",

@@ -36,6 +36,17 @@ class ProtocolHeader:
 
 
 @dataclass(frozen=True)
+class ModelSpec:
+    """A ``[model]`` table for a protocol that runs one local or hub model."""
+
+    id: str  # preregistered model (hub id)
+    revision: str  # branch or sha; resolved to a commit sha before loading
+    dtype: str
+    device: str
+    batch_size: int
+
+
+@dataclass(frozen=True)
 class RuleSpec:
     """One ``[[classification.rules]]`` entry: see :mod:`benchmarks.core.rules` for the semantics."""
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 import worlds
-from benchmarks.core import ClassificationSpec, ProtocolHeader, classification, load_prereg, sha256_bytes
+from benchmarks.core import ClassificationSpec, ModelSpec, ProtocolHeader, classification, load_prereg, sha256_bytes
 from benchmarks.core.stats import paired_difference_interval
 from fixtures.cwr import E_CONTEXTS, condition_context_text, e_context
 
@@ -32,15 +32,6 @@ HERE = Path(__file__).resolve().parent
 CONDITIONS = ("P", "R", "E", "F", "C")
 CONTROL_CONDITIONS = ("P", "R", "E")
 SYNTHESIS_CONDITIONS = ("F", "C")
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    id: str  # preregistered model (hub id)
-    revision: str  # branch or sha; resolved to a commit sha before loading
-    dtype: str
-    device: str
-    batch_size: int
 
 
 @dataclass(frozen=True)

@@ -8,20 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
-from benchmarks.core import ClassificationSpec, ProtocolHeader, classification, load_prereg, sha256_bytes
+from benchmarks.core import ClassificationSpec, ModelSpec, ProtocolHeader, classification, load_prereg, sha256_bytes
 from fixtures.res import CONDITIONS, factor_states, gold_label
 from models import ModelError
 
 HERE = Path(__file__).resolve().parent
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    id: str  # preregistered model (hub id)
-    revision: str  # branch or sha; resolved to a commit sha before loading
-    dtype: str
-    device: str
-    batch_size: int
 
 
 @dataclass(frozen=True)
