@@ -25,7 +25,7 @@ from ._base import (
 )
 from ._bundled import BUNDLED, GEMMA3_CHAT_TEMPLATE, bundled_folder, cache_root, load_bundled, load_gguf
 from ._http import OpenAIChatModel
-from ._registry import available_models, load_model, model_kind, register_model
+from ._registry import available_models, check_model_name, load_model, model_kind, register_model
 from ._scripted import Constant, NoisyChecks, Opposite, Oracle, Policy, Prose, RandomChoice, ScriptedModel
 from ._serve import serve_locally
 
@@ -56,6 +56,7 @@ __all__ = [
     "UnknownModelError",
     "available_models",
     "bundled_folder",
+    "check_model_name",
     "cache_root",
     "load_bundled",
     "load_gguf",

@@ -50,6 +50,23 @@ def unknown_model(name: str) -> UnknownModelError:
     )
 
 
+def check_model_name(name: str) -> str:
+    """What ``name`` names, without loading anything: a registry kind, "openai-http", "local" or "hub".
+
+    An unknown name raises :class:`UnknownModelError` with close matches, as ``load_model`` would.
+    """
+    if name in _ENTRIES:
+        return _ENTRIES[name].kind
+    if name.startswith("openai:"):
+        return "openai-http"
+    if Path(name).is_dir():
+        return "local"
+    parts = name.split("/")
+    if len(parts) == 2 and all(parts) and not name.startswith((".", "/")):
+        return "hub"
+    raise unknown_model(name)
+
+
 def load_model(name: str, **options: Any) -> LanguageModel:
     """Build a model from a registry name, ``openai:MODEL@BASE_URL``, a local folder or a hub id.
 

@@ -16,12 +16,15 @@ from .ledger import (
     TornTail,
     read_ledger,
 )
+from ._generated import install
+from .protocol import AnswerKey, ModelChoice, Option, Protocol, ProtocolRun, ResumeRefused, UsageProblem, finite
 from .prereg import ClassificationSpec, ModelSpec, Prereg, PreregError, ProtocolHeader, RuleSpec, classification, load_prereg
 from .provenance import Provenance, ProvenanceError, check_revision
 from .rules import Classification, Condition, Outcome, Rule, RuleError
 from .rundir import Run
 
 __all__ = [
+    "AnswerKey",
     "Classification",
     "ClassificationSpec",
     "Condition",
@@ -31,24 +34,32 @@ __all__ = [
     "LedgerError",
     "LedgerTornError",
     "LedgerTornTailWarning",
+    "ModelChoice",
+    "Option",
     "Outcome",
     "Prereg",
     "PreregError",
+    "Protocol",
+    "ProtocolRun",
     "Provenance",
     "ProvenanceError",
     "ModelSpec",
     "ProtocolHeader",
+    "ResumeRefused",
     "Rule",
     "RuleError",
     "RuleSpec",
     "Run",
     "TornTail",
+    "UsageProblem",
     "atomic_write_json",
     "atomic_write_text",
     "canonical_json",
     "check_revision",
     "classification",
+    "finite",
     "fixture_hashes",
+    "install",
     "load_prereg",
     "prereg_hashes",
     "read_ledger",

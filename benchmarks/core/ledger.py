@@ -1,7 +1,11 @@
 """Append-only JSONL ledgers: one validated record per unit, one fsync per record.
 
 A ledger line is the canonical JSON of a record dataclass plus its
-``schema_version``.  Records are never rewritten.  A run killed at any point
+``schema_version`` and, when the writer gives one, an ``identity`` object:
+what produced the record (model, revision, device, fixture hashes, run
+settings), so that a reader of the line alone can tell which run it belongs
+to and a resume can refuse records of another run.  Records are never
+rewritten.  A run killed at any point
 leaves a prefix of whole lines and at most one torn last line (bytes with no
 closing newline).  Reading refuses a torn ledger; reopening it for appending
 moves the torn bytes aside into a sidecar file, reports them, and continues
@@ -16,12 +20,15 @@ import os
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Generic, Iterator, TypeVar
+from typing import Any, Generic, Iterator, Mapping, TypeVar
 
 from ._canonical import canonical_json
 from ._typed import TypedDataError, from_dict
 
 R = TypeVar("R")
+
+#: The key of a line's identity object (never a field of a record schema).
+IDENTITY_KEY = "identity"
 
 
 class LedgerError(Exception):
@@ -60,7 +67,8 @@ def _schema_version(schema: type) -> int:
     return version
 
 
-def _parse_line(line: bytes, schema: type, path: Path, number: int) -> Any:
+def _parse_line(line: bytes, schema: type, path: Path, number: int) -> tuple[Any, dict[str, Any] | None]:
+    """The record of one whole line and its identity object (None when the line carries none)."""
     where = f"{path}: line {number}"
     try:
         data = json.loads(line)
@@ -68,31 +76,55 @@ def _parse_line(line: bytes, schema: type, path: Path, number: int) -> Any:
         raise LedgerCorruptError(f"{where}: not JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise LedgerCorruptError(f"{where}: a record must be a JSON object")
+    identity = data.pop(IDENTITY_KEY, None)
+    if identity is not None and not isinstance(identity, dict):
+        raise LedgerCorruptError(f"{where}: '{IDENTITY_KEY}' must be a JSON object")
     version = data.pop("schema_version", None)
     expected = _schema_version(schema)
     if version != expected:
         raise LedgerCorruptError(f"{where}: schema_version {version!r}, expected {expected} for {schema.__name__}")
     try:
-        return from_dict(schema, data)
+        return from_dict(schema, data), identity
     except TypedDataError as exc:
         raise LedgerCorruptError(f"{where}: field '{exc.key}': {exc.problem}") from exc
 
 
-def _scan(path: Path, schema: type) -> tuple[list[Any], int, bytes]:
-    """Whole records, the byte length they occupy, and any torn tail bytes."""
+def _scan(path: Path, schema: type) -> tuple[list[Any], list[dict[str, Any] | None], int, bytes]:
+    """Whole records, their identities, the byte length they occupy, and any torn tail bytes."""
     data = path.read_bytes() if path.exists() else b""
     end = data.rfind(b"\n") + 1
-    records = [
+    parsed = [
         _parse_line(line, schema, path, number)
         for number, line in enumerate(data[:end].split(b"\n")[:-1], start=1)
     ]
-    return records, end, data[end:]
+    return [record for record, _ in parsed], [identity for _, identity in parsed], end, data[end:]
+
+
+def read_identities(path: str | os.PathLike[str]) -> list[dict[str, Any] | None]:
+    """The identity object of every whole line of a ledger (None for a line without one), schema unread.
+
+    A missing file has no lines; a torn tail is ignored; a whole line that is
+    not a JSON object is :class:`LedgerCorruptError`.
+    """
+    path = Path(path)
+    data = path.read_bytes() if path.exists() else b""
+    out = []
+    for number, line in enumerate(data[: data.rfind(b"\n") + 1].split(b"\n")[:-1], start=1):
+        try:
+            row = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise LedgerCorruptError(f"{path}: line {number}: not JSON ({exc})") from exc
+        if not isinstance(row, dict):
+            raise LedgerCorruptError(f"{path}: line {number}: a record must be a JSON object")
+        identity = row.get(IDENTITY_KEY)
+        out.append(identity if isinstance(identity, dict) else None)
+    return out
 
 
 def read_ledger(path: str | os.PathLike[str], schema: type[R]) -> list[R]:
     """Every record of a finished ledger; a torn tail or a bad line is an error."""
     path = Path(path)
-    records, end, tail = _scan(path, schema)
+    records, _, end, tail = _scan(path, schema)
     if tail:
         raise LedgerTornError(
             f"{path}: ends in a torn line of {len(tail)} bytes at offset {end} "
@@ -107,16 +139,22 @@ class Ledger(Generic[R]):
     Opening an existing ledger validates every whole line, moves a torn tail
     into ``<name>.torn-<offset>`` (reported as a :class:`LedgerTornTailWarning`
     and in :attr:`torn`), and takes an exclusive lock so that only one process
-    appends.
+    appends.  :attr:`identities` holds the identity object of every recorded
+    line; :attr:`identity`, when set, is written into every line appended.
     """
 
-    def __init__(self, path: str | os.PathLike[str], schema: type[R], key: str):
+    def __init__(self, path: str | os.PathLike[str], schema: type[R], key: str,
+                 identity: Mapping[str, Any] | None = None):
         self.path = Path(path)
         self.schema = schema
         self.key = key
+        self.identity = identity
         self._version = _schema_version(schema)
-        if key not in {f.name for f in fields(schema)}:
+        names = {f.name for f in fields(schema)}
+        if key not in names:
             raise TypeError(f"{schema.__name__} has no field {key!r} to key the ledger by")
+        if IDENTITY_KEY in names or "schema_version" in names:
+            raise TypeError(f"{schema.__name__}: the field names {IDENTITY_KEY!r} and 'schema_version' belong to the ledger")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -125,7 +163,7 @@ class Ledger(Generic[R]):
             self.close()
             raise LedgerError(f"{self.path}: another process is appending to this ledger") from None
         try:
-            self.records, end, tail = _scan(self.path, schema)
+            self.records, self.identities, end, tail = _scan(self.path, schema)
             self.torn: TornTail | None = None
             if tail:
                 self.torn = self._set_aside(end, tail)
@@ -181,9 +219,11 @@ class Ledger(Generic[R]):
             raise LedgerDuplicateError(f"{self.path}: unit {unit!r} is already recorded (line {self._keys[unit]})")
         body = {f.name: getattr(record, f.name) for f in fields(record)}
         body["schema_version"] = self._version
+        if self.identity is not None:
+            body[IDENTITY_KEY] = dict(self.identity)
         try:  # the record must serialize and read back as itself
             line = canonical_json(body)
-            from_dict(self.schema, {k: v for k, v in json.loads(line).items() if k != "schema_version"})
+            from_dict(self.schema, {k: v for k, v in json.loads(line).items() if k not in ("schema_version", IDENTITY_KEY)})
         except (TypedDataError, TypeError, ValueError) as exc:
             raise LedgerError(f"{self.path}: record for unit {unit!r} does not match {self.schema.__name__}: {exc}") from exc
         payload = (line + "\n").encode("utf-8")
@@ -193,6 +233,7 @@ class Ledger(Generic[R]):
             view = view[written:]
         os.fsync(self._fd)
         self.records.append(record)
+        self.identities.append(None if self.identity is None else dict(self.identity))
         self._keys[unit] = len(self.records)
 
     def close(self) -> None:

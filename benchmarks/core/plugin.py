@@ -29,7 +29,7 @@ import pytest
 
 from ._canonical import atomic_write_json
 from .provenance import Provenance, utc_now
-from .rules import Classification, Outcome
+from .rules import Classification, Outcome, RuleError
 from .rundir import PROVENANCE_FILE, REPORT_FILE, Run, new_run_id, protocol_dir_of
 
 DEVICES = ("cpu", "cuda")
@@ -98,6 +98,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if line.split(":", 1)[0] not in declared:
             config.addinivalue_line("markers", line)
     _register_hypothesis_profiles()
+    if not config.pluginmanager.has_plugin("benchmark-modelrun"):
+        from . import modelrun
+
+        config.pluginmanager.register(modelrun, "benchmark-modelrun")
 
     device = config.getoption("benchmark_device")
     if device is not None and device not in DEVICES:
@@ -167,46 +171,6 @@ def benchmark_run(config: pytest.Config, protocol_dir: str | Path) -> Run:
     return state.runs[name]
 
 
-def mark_model_runs(items: list[pytest.Item], is_model_run: Any, device: str) -> None:
-    """Mark a protocol's model-run tests ``gpu`` when ``device`` is a CUDA device, else ``cpu``."""
-    marker = pytest.mark.gpu if device.startswith("cuda") else pytest.mark.cpu
-    for item in items:
-        if is_model_run(item):
-            item.add_marker(marker)
-
-
-_PINNED = pytest.StashKey[dict[str, str]]()
-
-
-def pin_hub_revision(config: pytest.Config, protocol: str, name: str, *,
-                     preregistered_id: str, preregistered_revision: str) -> None:
-    """Resolve a hub model's revision to a commit sha before any test runs.
-
-    Bundled, scripted and served models and local folders carry their own
-    revision and are left alone.  A hub id gets ``--revision`` if given, the
-    preregistered revision if it is the preregistered model, else ``main``;
-    when that cannot be resolved (offline without a cached copy) the session
-    ends at once with the backend's message.
-    """
-    import models
-
-    if models.model_kind(name) is not None or Path(name).is_dir() or "/" not in name:
-        return
-    revision = config.getoption("benchmark_revision") or (
-        preregistered_revision if name == preregistered_id else "main")
-    try:
-        sha, _ = models.resolve_revision(name, revision)
-    except models.ModelUnavailableError as exc:
-        pytest.exit(f"{protocol} cannot run: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-    config.stash.setdefault(_PINNED, {})[protocol] = sha
-
-
-def pinned_revision(config: pytest.Config, protocol: str) -> str | None:
-    """The revision a protocol loads: the sha pinned at collection, else ``--revision``, else None."""
-    pinned = config.stash.get(_PINNED, {})
-    return pinned.get(protocol) or config.getoption("benchmark_revision") or None
-
-
 # --------------------------------------------------------------------------- tagging and the verdict fixture
 
 
@@ -228,49 +192,44 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         item.user_properties.append((_PROTOCOL, folder.name))
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("gpu") is not None:
-        reason = _cuda_missing()
-        if reason:
-            raise pytest.skip.Exception(f"gpu test needs a CUDA device: {reason}", _use_item_location=True)
-
-
-def _cuda_missing() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed (install the 'models' extra)"
-    if not torch.cuda.is_available():
-        return "torch.cuda.is_available() is False on this machine"
-    return None
-
-
 class Verdict:
     """Applies one preregistered rule of a classification to the run's metrics."""
 
     def __init__(self, node: pytest.Item):
         self._node = node
 
-    def check(self, classification: Classification, label: str, metrics: Mapping[str, float]) -> Outcome:
+    def check(self, classification: Classification, label: str, metrics: Mapping[str, float], *,
+              undefined_skips: bool = False) -> Outcome:
         """Pass, fail (one line: measured value and threshold) or skip as preempted.
 
         The whole classification is derived from ``metrics`` in every call, so the
         outcome of one rule test depends neither on test order nor on the worker.
+        Only the rules up to the deciding one are read: a rule that is preempted
+        is skipped without reading its metrics, which may be undefined.  With
+        ``undefined_skips`` (a breakdown, not a decision) a classification that
+        reads an undefined metric skips, naming it, instead of failing.
         """
         index, rule = classification.rule(label)
-        outcome = classification.evaluate(metrics)
         props = self._node.user_properties
-        for name in rule.metrics:
-            props.append((name, float(metrics[name])))
-        for cond in rule.all + rule.any:
-            if cond.threshold_name:
-                props.append((f"threshold.{cond.threshold_name}", cond.threshold))
-        if index < outcome.index:
-            role, detail = "did_not_fire", rule.why_not(metrics)
-        elif index == outcome.index:
-            role, detail = "fired", rule.why_fired(metrics)
-        else:
+        try:
+            outcome = classification.evaluate(metrics)
+        except RuleError as exc:
+            if undefined_skips:
+                raise pytest.skip.Exception(f"{classification.name} is undefined: {exc}", _use_item_location=True) from None
+            raise
+        if index > outcome.index:  # preempted: its metrics are never read
             role, detail = "preempted", f"preempted by {outcome.label}"
+        else:
+            for name in rule.metrics:
+                if name in metrics:
+                    props.append((name, float(metrics[name])))
+            for cond in rule.all + rule.any:
+                if cond.threshold_name:
+                    props.append((f"threshold.{cond.threshold_name}", cond.threshold))
+            if index < outcome.index:
+                role, detail = "did_not_fire", rule.why_not(metrics)
+            else:
+                role, detail = "fired", rule.why_fired(metrics)
         props.append(("classification", outcome.label))
         props.append((_VERDICT, {
             "classification": classification.name,
@@ -332,11 +291,24 @@ class _Reporter:
         json_report["benchmark"] = self.summary()
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Write ``report.json`` into each run directory, except where that would destroy a verdict.
+
+        A session stopped by a usage error (a refused resume among them) writes
+        nothing; a session that is not complete leaves an existing run's
+        ``report.json`` as it was and says so in the terminal summary.
+        """
+        if session.exitstatus == pytest.ExitCode.USAGE_ERROR:
+            return
         summary = self.summary()
         report = getattr(getattr(self.config, "_json_report", None), "report", None)
         for entry in summary["protocols"].values():
-            if report is not None:
-                atomic_write_json(Path(entry["run_dir"]) / REPORT_FILE, report)
+            target = Path(entry["run_dir"]) / REPORT_FILE
+            if report is None:
+                continue
+            if target.exists() and entry["status"] != "complete":
+                entry["problems"].append(f"{target} of the earlier session was left as it was ({entry['status']} now)")
+                continue
+            atomic_write_json(target, report)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         summary = self.summary()

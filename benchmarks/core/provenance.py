@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from ._canonical import sha256_files
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the run identity
 
 #: Distributions whose versions every run records when they are installed.
 TRACKED_PACKAGES = (
@@ -157,6 +157,8 @@ class Provenance:
     git: Mapping[str, Any]  # commit and dirty flag of the suite checkout
     finished_at: str | None = None  # ISO 8601 UTC, set when the session ends
     extra: Mapping[str, Any] = field(default_factory=dict)  # protocol-specific facts
+    identity: Mapping[str, Any] = field(default_factory=dict)  # what every ledger line of the run carries (model,
+    # revision, device, prereg and fixture hashes, settings); a resume with another identity is refused
     schema_version: int = SCHEMA_VERSION
 
     def finished(self) -> "Provenance":

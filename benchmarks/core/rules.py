@@ -133,12 +133,26 @@ class Rule:
         return " and ".join(parts)
 
     def why_not(self, metrics: Mapping[str, float]) -> str:
+        """Why a rule that did not fire did not: its conditions that do not hold.
+
+        A rule that did not fire may hold a condition on an undefined metric that
+        was never needed (an earlier ``all`` condition already failed); such a
+        condition is left out of the reason rather than read.
+        """
         if self.otherwise:
             return "not reached"
-        broken = [c.describe_negation(metrics) for c in self.all if not c.holds(metrics)]
-        if self.any and not any(c.holds(metrics) for c in self.any):
+        broken = [c.describe_negation(metrics) for c in self.all if _known(c, metrics) is False]
+        if self.any and all(_known(c, metrics) is False for c in self.any):
             broken.append(" and ".join(c.describe_negation(metrics) for c in self.any))
         return " and ".join(broken)
+
+
+def _known(condition: Condition, metrics: Mapping[str, float]) -> bool | None:
+    """Whether the condition holds, or None when its metric is undefined."""
+    try:
+        return condition.holds(metrics)
+    except RuleError:
+        return None
 
 
 @dataclass(frozen=True)

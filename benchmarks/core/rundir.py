@@ -97,6 +97,7 @@ class Run:
         prereg: Prereg,
         fixtures: Mapping[str, str],
         extra: Mapping[str, Any] | None = None,
+        identity: Mapping[str, Any] | None = None,
     ) -> Provenance:
         """Write ``provenance.json`` for this run (the session end adds ``finished_at``)."""
         check_revision(str(model.get("revision", "")))
@@ -122,6 +123,7 @@ class Run:
             hardware=hardware_summary(),
             git=git_state(SUITE_ROOT),
             extra=dict(extra or {}),
+            identity=dict(identity or {}),
         )
         self.write_json(PROVENANCE_FILE, asdict(record))
         return record

@@ -1,15 +1,29 @@
-"""RES Step 0: preregistration schema, prompts, the answer parser, per-item records and metrics."""
+"""RES Step 0: the protocol's science: prompts, the answer parser, per-item records and metrics.
+
+:class:`ResProtocol` declares them to the protocol shape of ``benchmarks.core``,
+which runs them: 64 units (32 per condition), each measured once by one
+batched prefill that gives the first-token A/B logits and the greedy answer.
+"""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
-from benchmarks.core import ClassificationSpec, ModelSpec, ProtocolHeader, classification, load_prereg, sha256_bytes
-from fixtures.res import CONDITIONS, factor_states, gold_label
+import models
+from benchmarks.core import ClassificationSpec, ModelSpec, ProtocolHeader, sha256_bytes
+from benchmarks.core.protocol import Option, Protocol, ProtocolRun
+from fixtures.res import (
+    CONDITIONS,
+    RES_VARIANTS,
+    build_res_fixtures,
+    factor_states,
+    gold_label,
+    heuristic_audit,
+    res_fixture_hash,
+)
 from models import ModelError
 
 HERE = Path(__file__).resolve().parent
@@ -32,8 +46,6 @@ class ResPrereg:
     classification: ClassificationSpec
 
 
-PREREG = load_prereg(HERE / "prereg.toml", ResPrereg)
-GATE = classification(PREREG)
 
 # --------------------------------------------------------------------------- prompts
 
@@ -141,6 +153,16 @@ class ResRecord:
     parsed: str | None  # parse_answer(generation), None when unparsed
 
 
+@dataclass(frozen=True)
+class ResUnit:
+    """One fixture item to measure."""
+
+    item_id: str  # "<condition>:<index>"
+    condition: str
+    index: int  # within the condition
+    row: Mapping[str, Any]  # the fixture row
+
+
 def make_record(row: Mapping[str, Any], index: int, prompt: str, response: Any) -> ResRecord:
     scores = response.scores
     labels = list(scores.labels)
@@ -195,6 +217,81 @@ def metrics(records: Sequence[ResRecord]) -> dict[str, float | int | None]:
     return out
 
 
-def finite(values: Mapping[str, Any]) -> dict[str, float]:
-    """The metrics a rule may read (None and non-finite values left out, so a rule reading one errors)."""
-    return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+# --------------------------------------------------------------------------- the protocol
+
+
+class ResProtocol(Protocol[ResUnit, ResRecord]):
+    """RES Step 0 on the shape of ``benchmarks.core``: six ordered classifications from 64 items."""
+
+    title = "RES"
+    prereg_schema = ResPrereg
+    record_type = ResRecord
+    record_key = "item_id"
+    options = (
+        Option("fixture-set", "fixture variant (default: the preregistered one); another variant is a recorded "
+               "deviation", choices=RES_VARIANTS, alias="--fixture-set"),
+    )
+
+    def configure(self, run: ProtocolRun) -> dict[str, Any]:
+        return {"fixture_set": run.option("fixture-set") or self.spec.measurement.fixture_set}
+
+    def deviations(self, run: ProtocolRun) -> list[str]:
+        variant, preregistered = run.settings["fixture_set"], self.spec.measurement.fixture_set
+        return [] if variant == preregistered else [f"fixture set {variant!r} instead of {preregistered!r}"]
+
+    # units
+
+    def fixture_sets(self, run: ProtocolRun) -> dict[str, Any]:
+        variant = run.settings["fixture_set"]
+        return {f"res-{variant}": build_res_fixtures(variant)}
+
+    def _sets(self, run: ProtocolRun) -> dict[str, list[dict[str, Any]]]:
+        return run.fixture_sets[f"res-{run.settings['fixture_set']}"]
+
+    def fixture_extras(self, run: ProtocolRun) -> dict[str, Any]:
+        sets = self._sets(run)
+        return {"variant": run.settings["fixture_set"], "res_fixture_sha256": res_fixture_hash(sets),
+                "heuristic_audit": heuristic_audit(sets)}
+
+    def units(self, run: ProtocolRun) -> list[ResUnit]:
+        sets = self._sets(run)
+        return [ResUnit(f"{condition}:{index:02d}", condition, index, row)
+                for condition in CONDITIONS for index, row in enumerate(sets[condition])]
+
+    # measurement
+
+    def chat(self, run: ProtocolRun, unit: ResUnit) -> list[dict[str, str]]:
+        return build_chat(unit.row)
+
+    def scripted_answer(self, run: ProtocolRun, unit: ResUnit) -> str:
+        return gold_label(unit.row)
+
+    def check_model(self, run: ProtocolRun, model: Any) -> None:
+        check_label_tokens(model, self.spec.measurement.labels)
+
+    def measure(self, run: ProtocolRun, model: Any, batch: Sequence[ResUnit]) -> list[ResRecord]:
+        spec = self.spec.measurement
+        prompts = [model.render_chat(build_chat(unit.row)) for unit in batch]
+        responses = model.score_and_generate(prompts, list(spec.labels),
+                                             models.GenerationSettings(max_new_tokens=spec.max_new_tokens))
+        return [make_record(unit.row, unit.index, prompt, response)
+                for unit, prompt, response in zip(batch, prompts, responses)]
+
+    # results
+
+    def metrics(self, run: ProtocolRun, records: Sequence[ResRecord]) -> dict[str, Any]:
+        return metrics(records)
+
+    def summary(self, run: ProtocolRun, records: Sequence[ResRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
+        sets = self._sets(run)
+        return {
+            "fixture_set": run.settings["fixture_set"],
+            "fixture_sha256": res_fixture_hash(sets),
+            "heuristic_audit": heuristic_audit(sets),
+            "label_token_ids": [list(ids) for ids in sorted({r.label_token_ids for r in records})],
+        }
+
+
+PROTOCOL = ResProtocol(HERE)
+PREREG = PROTOCOL.prereg
+GATE = PROTOCOL.classifications["classification"]

@@ -57,7 +57,9 @@ scenario("scripted-res-mixed", right, lambda g: ByCondition(right(g), wrong(g)))
 '''
 
 COMPLETENESS = ["test_fixtures_built", "test_logit_scoring_done", "test_greedy_generation_done", "test_parsing_done",
-                "test_fixtures_file_written", "test_records_file_written", "test_summary_file_written"]
+                "test_every_unit_recorded_once", "test_records_carry_the_run_identity", "test_records_file_written",
+                "test_provenance_complete", "test_fixtures_file_written", "test_summary_file_written",
+                "test_result_files_written"]
 
 
 def run_res(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> tuple[pytest.RunResult, dict[str, Any], Path]:
@@ -70,7 +72,7 @@ def run_res(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> tuple[pyte
 
 def outcomes(report: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     by_name = outcomes_by_name(report)
-    rules = [by_name[f"test_rule[{label}]"] for label in GATE.labels]
+    rules = [by_name[f"test_gate[{label}]"] for label in GATE.labels]
     return rules, {name: by_name[name] for name in COMPLETENESS}
 
 
@@ -103,13 +105,13 @@ def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: 
     assert result.ret == (0 if expected_label == "RESPONSE_INTERFACE_GATE_PASSED" else 1)
     assert f"  gate: {expected_label} (" in result.stdout.str()
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["classification"]["label"] == expected_label
+    assert summary["classifications"]["gate"] == expected_label
     assert summary["deviations"] == [f"model {model!r} instead of the preregistered 'Qwen/Qwen2.5-1.5B-Instruct'"]
     assert rescore(run_dir)["classification"] == expected_label
 
 
 def test_balanced_fixture_set_is_recorded_as_a_deviation(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    _, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--fixture-set", "balanced")
+    _, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--res-fixture-set", "balanced")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["fixture_set"] == "balanced"
     assert "fixture set 'balanced' instead of 'preregistered'" in summary["deviations"]
@@ -144,7 +146,7 @@ def test_bundled_smollm2_end_to_end(pytester: pytest.Pytester, tmp_path: Path) -
     summary = json.loads((run_dir / "summary.json").read_text())
     rescored = rescore(run_dir)
     assert rescored["items"] == 64 and rescored["mismatched_items"] == []
-    assert rescored["classification"] == summary["classification"]["label"] == label
+    assert rescored["classification"] == summary["classifications"]["gate"] == label
     for key, value in rescored["metrics"].items():
         assert summary["metrics"][key] == pytest.approx(value), key
     provenance = protocol["provenance"]

@@ -1,0 +1,258 @@
+"""What every protocol's conftest gets from core: options, session fixtures and the generated tests.
+
+A protocol's ``conftest.py`` is::
+
+    from .protocol import PROTOCOL
+    PROTOCOL_CONFTEST = install(PROTOCOL, globals())
+
+:func:`install` puts into that namespace the protocol's ``pytest_addoption``,
+a ``pytest_collect_file`` that collects the protocol's ``prereg.toml`` as a
+module of generated tests, and the session fixtures:
+
+=================  ====================================================================
+``protocol``       the :class:`~benchmarks.core.protocol.Protocol` instance
+``run``            the :class:`~benchmarks.core.protocol.ProtocolRun` of this session
+``units``          every unit of the run
+``records``        every unit's record (measured once per run, under the run lock)
+``measured``       the protocol's metrics of the records
+``summary``        the summary (written once per run)
+``result_files``   the summary, result files and figures (name -> path), all written
+``rule_metrics``   the finite metrics the rules read (after every result file is written)
+=================  ====================================================================
+
+The generated tests, collected from ``prereg.toml`` so that the package holds
+no copy of them: one ``test_<classification>[<label>]`` per rule of every
+classification the run decides, in preregistered order, and the generic
+completeness checks (every unit recorded exactly once, every record carries
+this run's identity, the ledger, provenance, fixtures, summary and result
+files written).  A test that uses one of the run fixtures (or is marked
+``completeness``) runs the model, and is marked ``cpu`` or ``gpu`` by the
+run's device (:mod:`benchmarks.core.modelrun`).
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+from typing import Any, Callable, MutableMapping
+
+import pytest
+
+from ._canonical import sha256_json
+from .ledger import read_ledger
+from .protocol import FIXTURES_FILE, Protocol, ProtocolRun, finite
+
+#: Folder -> protocol, for every protocol whose conftest has been loaded in this process.
+REGISTERED: dict[Path, Protocol] = {}
+
+#: Attribute set on the fixtures that need the run (their tests are model runs).
+RUN_FIXTURE = "_preregbench_run_fixture"
+
+
+def install(protocol: Protocol, namespace: MutableMapping[str, Any]) -> Protocol:
+    """Give a protocol's conftest module its options, fixtures and the collector of its generated tests."""
+    REGISTERED[protocol.folder] = protocol
+    namespace.update(_hooks(protocol))
+    namespace.update(_fixtures(protocol))
+    return protocol
+
+
+def protocol_of(path: Path) -> Protocol | None:
+    """The registered protocol whose folder holds ``path``."""
+    path = Path(path).resolve()
+    for folder in [path, *path.parents]:
+        if folder in REGISTERED:
+            return REGISTERED[folder]
+    return None
+
+
+# --------------------------------------------------------------------------- hooks
+
+
+def _hooks(protocol: Protocol) -> dict[str, Callable[..., Any]]:
+    def pytest_addoption(parser: pytest.Parser) -> None:
+        group = parser.getgroup("preregbench")
+        for option in protocol.options:
+            names = [option.flag(protocol.name)] + ([option.alias] if option.alias else [])
+            kwargs: dict[str, Any] = {"dest": option.dest(protocol.name), "default": [] if option.repeat else None,
+                                      "help": f"{protocol.label}: {option.help}"}
+            if option.repeat:
+                kwargs["action"] = "append"
+            elif option.type is not str:
+                kwargs["type"] = option.type
+            group.addoption(*names, **kwargs)
+
+    def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+        if Path(file_path).resolve() == protocol.prereg.path.resolve():
+            return GeneratedModule.from_parent(parent, path=Path(file_path), protocol=protocol)
+        return None
+
+    return {"pytest_addoption": pytest_addoption, "pytest_collect_file": pytest_collect_file}
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def _run_fixture(func: Callable[..., Any]) -> Any:
+    setattr(func, RUN_FIXTURE, True)
+    return pytest.fixture(scope="session", name=func.__name__.removeprefix("_"))(func)
+
+
+def _fixtures(protocol: Protocol) -> dict[str, Any]:
+    @pytest.fixture(scope="session", name="protocol")
+    def _protocol() -> Protocol:
+        return protocol
+
+    @_run_fixture
+    def _run(request: pytest.FixtureRequest) -> ProtocolRun:
+        return ProtocolRun.from_config(protocol, request.config)
+
+    @_run_fixture
+    def _units(run: ProtocolRun) -> list[Any]:
+        return run.units
+
+    @_run_fixture
+    def _records(run: ProtocolRun) -> list[Any]:
+        return run.measure_all()
+
+    @_run_fixture
+    def _measured(run: ProtocolRun, records: list[Any]) -> dict[str, Any]:
+        return protocol.metrics(run, records)
+
+    @_run_fixture
+    def _summary(run: ProtocolRun, result_files: dict[str, Path]) -> dict[str, Any]:
+        return run.read_json(protocol.summary_file)
+
+    @_run_fixture
+    def _result_files(run: ProtocolRun, records: list[Any], measured: dict[str, Any]) -> dict[str, Path]:
+        return run.write_results(records, measured)
+
+    @_run_fixture
+    def _rule_metrics(measured: dict[str, Any], result_files: dict[str, Path]) -> dict[str, float]:
+        return finite(measured)
+
+    return {"protocol": _protocol, "run": _run, "units": _units, "records": _records, "measured": _measured,
+            "summary": _summary, "result_files": _result_files, "rule_metrics": _rule_metrics}
+
+
+def is_run_fixture(fixturedef: Any) -> bool:
+    return bool(getattr(getattr(fixturedef, "func", None), RUN_FIXTURE, False))
+
+
+# --------------------------------------------------------------------------- the generated tests
+
+
+def _rule_test(protocol: Protocol, key: str, breakdown: bool) -> Callable[..., Any]:
+    block = (protocol.breakdowns if breakdown else protocol.classifications)[key]
+
+    def test(rule: str, rule_metrics: dict[str, float], verdict: Any) -> None:
+        verdict.check(block, rule, rule_metrics, undefined_skips=breakdown)
+
+    test.__name__ = f"test_{block.name}"
+    test.__doc__ = (f"{'Breakdown' if breakdown else 'Preregistered'} classification {block.name!r} of "
+                    f"{protocol.prereg.path.name}, one test per rule in the preregistered order.")
+    return pytest.mark.parametrize("rule", block.labels)(test)
+
+
+def test_every_unit_recorded_once(run: ProtocolRun, units: list[Any], records: list[Any]) -> None:
+    """Every unit of the run has exactly one record, and every record belongs to a unit."""
+    protocol = run.protocol
+    expected = sorted(protocol.unit_key(u) for u in units)
+    got = [getattr(r, protocol.record_key) for r in records]
+    missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+    assert not missing and not extra and len(got) == len(set(got)), (
+        f"{len(got)} records for {len(expected)} units; missing {missing[:5]}, foreign {extra[:5]}")
+
+
+def test_records_carry_the_run_identity(run: ProtocolRun, records: list[Any]) -> None:
+    """Every ledger line names this run's model, revision, device, prereg, fixtures and settings."""
+    identities = run.recorded_identities()
+    assert len(identities) == len(records)
+    provenance = run.load_provenance()
+    assert provenance is not None, "no provenance.json"
+    revision = provenance.model.get("revision")
+    expected = run.identity(revision)
+    wrong = [i for i, identity in enumerate(identities, start=1) if identity != expected]
+    assert not wrong, f"ledger lines {wrong[:5]} carry another identity than {json.dumps(expected, sort_keys=True)}"
+
+
+def test_records_file_written(run: ProtocolRun, records: list[Any]) -> None:
+    """The ledger reads back whole (no torn tail) and equals the records the rules read."""
+    assert read_ledger(run.ledger_path, run.protocol.record_type) == records
+
+
+def test_provenance_complete(run: ProtocolRun, records: list[Any]) -> None:
+    """Provenance names an immutable model revision, the prereg and fixture hashes and every other field."""
+    provenance = run.load_provenance()
+    assert provenance is not None, "no provenance.json"
+    assert provenance.missing() == []
+    assert provenance.prereg_sha256 == run.protocol.prereg.sha256
+    assert dict(provenance.fixtures_sha256) == run.fixture_hashes
+    assert dict(provenance.identity) == run.identity(provenance.model.get("revision"))
+
+
+def test_fixtures_file_written(run: ProtocolRun, units: list[Any]) -> None:
+    """``fixtures.json`` holds every fixture set the run used, with its sha256."""
+    stored = run.read_json(FIXTURES_FILE)
+    assert sorted(stored["sets"]) == sorted(run.fixture_sets)
+    for name, entry in stored["sets"].items():
+        assert entry["sha256"] == sha256_json(entry["records"]) == run.fixture_hashes[name], name
+        assert entry["records"] == json.loads(json.dumps(run.fixture_sets[name])), name
+
+
+def test_summary_file_written(run: ProtocolRun, summary: dict[str, Any], records: list[Any]) -> None:
+    """The summary is written, decides every classification and counts every record."""
+    assert summary["status"] == "completed", summary["classification_problems"]
+    assert summary["records"]["count"] == len(records)
+    assert summary["prereg_sha256"] == run.protocol.prereg.sha256
+
+
+def test_result_files_written(run: ProtocolRun, result_files: dict[str, Path]) -> None:
+    """Every result file and figure the protocol declares exists and is not empty."""
+    empty = [name for name, path in result_files.items() if not path.is_file() or path.stat().st_size == 0]
+    assert not empty, f"missing or empty: {empty}"
+
+
+COMPLETENESS_TESTS = (
+    test_every_unit_recorded_once,
+    test_records_carry_the_run_identity,
+    test_records_file_written,
+    test_provenance_complete,
+    test_fixtures_file_written,
+    test_summary_file_written,
+    test_result_files_written,
+)
+
+
+class GeneratedModule(pytest.Module):
+    """``prereg.toml`` collected as a module: the rule tests and the generic completeness tests."""
+
+    def __init__(self, *, protocol: Protocol, **kwargs: Any):
+        self.protocol = protocol
+        super().__init__(**kwargs)
+
+    def _getobj(self) -> types.ModuleType:
+        protocol = self.protocol
+        module = types.ModuleType(f"preregbench_generated_{protocol.name}", f"Generated tests of {protocol.name}")
+        module.__file__ = str(self.path)
+        for key in protocol.classifications:
+            func = _rule_test(protocol, key, breakdown=False)
+            setattr(module, func.__name__, func)
+        for key in protocol.breakdowns:
+            func = _rule_test(protocol, key, breakdown=True)
+            setattr(module, func.__name__, func)
+        for test in COMPLETENESS_TESTS:
+            setattr(module, test.__name__, pytest.mark.completeness(_copy(test)))
+        return module
+
+
+def _copy(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A fresh function object per protocol (marks attach to the function)."""
+    clone = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+    clone.__doc__ = func.__doc__
+    clone.__module__ = func.__module__
+    return clone
+
+
+__all__ = ["REGISTERED", "install", "is_run_fixture", "protocol_of"]

@@ -1,7 +1,0 @@
-"""The six preregistered classifications, one test per rule in the preregistered order."""
-
-from .protocol import GATE
-
-
-def test_rule(rule, rule_metrics, verdict):
-    verdict.check(GATE, rule, rule_metrics)
