@@ -23,7 +23,15 @@ from ._base import (
     TapEvent,
     UnknownModelError,
 )
-from ._bundled import BUNDLED, GEMMA3_CHAT_TEMPLATE, bundled_folder, cache_root, load_bundled, load_gguf
+from ._bundled import (
+    BUNDLED,
+    GEMMA3_CHAT_TEMPLATE,
+    bundled_folder,
+    bundled_token_counters,
+    cache_root,
+    load_bundled,
+    load_gguf,
+)
 from ._http import OpenAIChatModel
 from ._registry import available_models, check_model_name, load_model, model_kind, register_model
 from ._scripted import Constant, NoisyChecks, Opposite, Oracle, Policy, Prose, RandomChoice, ScriptedModel
@@ -56,6 +64,7 @@ __all__ = [
     "UnknownModelError",
     "available_models",
     "bundled_folder",
+    "bundled_token_counters",
     "check_model_name",
     "cache_root",
     "load_bundled",

@@ -9,6 +9,7 @@ root is ``$PREREGBENCH_CACHE`` or ``$XDG_CACHE_HOME/preregbench`` (default
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -167,3 +168,35 @@ def load_bundled(name: str, **options: Any):
         stop_tokens=entry.stop_tokens,
         **options,
     )
+
+
+def bundled_token_counters() -> dict[str, tuple[Callable[[str], int] | None, str]]:
+    """Token counters of the bundled models' tokenizers: name -> (count, revision).
+
+    ``count(text)`` is the number of tokens of ``text`` with no special tokens
+    added, read from the fast tokenizer file of the model's converted cache
+    folder with ``tokenizers`` (the backend ``transformers`` wraps;
+    ``AutoTokenizer`` counts the same and takes seconds longer to load).
+    ``revision`` is the model's ``sha256:<gguf sha256>``.  A tokenizer that
+    cannot be loaded gives ``(None, reason)``.  Each tokenizer is loaded once
+    per process, on the first call (converting the GGUF first if the cache
+    has no folder for it).  ``worlds.build_showcase_pairs(token_counts=...)``
+    takes this mapping.
+    """
+    return {name: _token_counter(name) for name in BUNDLED}
+
+
+@functools.cache
+def _token_counter(name: str) -> tuple[Callable[[str], int] | None, str]:
+    try:
+        from tokenizers import Tokenizer
+
+        folder, sha = bundled_folder(name)
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception as exc:  # noqa: BLE001 - any failure means "no count", reported with its reason
+        return None, f"{type(exc).__name__}: {exc}"
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    return count, f"sha256:{sha}"

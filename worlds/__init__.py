@@ -25,25 +25,8 @@ from ._checker import (
     check,
     check_steps,
 )
-from ._construct import (
-    MOTIF_REQUIRED,
-    WITNESS_ONLY,
-    Demonstration,
-    Pair,
-    PairConstructionError,
-    PairSide,
-    PairSpec,
-    PrimitiveExample,
-    build_pair,
-    copy_audit,
-    example_states_on_solution_paths,
-    examples_chain_to_goal,
-    isomorphism_certificate,
-    load_pair_spec,
-    production_edges,
-    reachable_graph,
-    render_prompt,
-)
+from ._construct import build_pair
+from ._copy_audit import copy_audit
 from ._enumerate import (
     Bounds,
     Enumeration,
@@ -51,8 +34,16 @@ from ._enumerate import (
     enumerate_solutions,
     grounded_steps,
 )
-from ._errors import CheckerUsageError, FamilyRegistryError, WorldFileError, WorldsError
+from ._errors import (
+    CheckerUsageError,
+    FamilyRegistryError,
+    PairConstructionError,
+    WorldFileError,
+    WorldsError,
+)
+from ._examples import example_states_on_solution_paths, examples_chain_to_goal
 from ._grammar import ParseResult, Step, format_steps, parse_candidate
+from ._graph import reachable_graph
 from ._loader import SCHEMA_VERSION, load_world, world_from_mapping
 from ._manifest import (
     MANIFEST_SCHEMA_PATH,
@@ -63,6 +54,15 @@ from ._manifest import (
     validate_manifest,
 )
 from ._model import Budget, Example, Failure, Family, Param, Primitive, Reason, World
+from ._pair_spec import PairSpec, load_pair_spec
+from ._pair_types import (
+    MOTIF_REQUIRED,
+    WITNESS_ONLY,
+    Demonstration,
+    Pair,
+    PairSide,
+    PrimitiveExample,
+)
 from ._pairs import (
     Fingerprint,
     Replica,
@@ -71,6 +71,7 @@ from ._pairs import (
     instantiate_replica,
     rename_mapping,
 )
+from ._prompt import render_prompt
 from ._reference import Replay
 from ._reference import replay as reference_replay
 from ._registry import family_names, get_family, register_family
@@ -83,6 +84,7 @@ from ._showcase import (
     pair_spec_paths,
 )
 from ._signature import dependent, motif_signature, solution_classes
+from ._structure import isomorphism_certificate, production_edges
 from ._token_workshop import TokenState, TokenWorkshop
 
 #: Folder holding the shipped world files.

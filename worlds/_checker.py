@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
+
+from canonical_hash import sha256_json
 
 from ._errors import CheckerUsageError
 from ._grammar import Step, parse_candidate
@@ -87,9 +87,8 @@ class CheckResult:
         }
 
     def digest(self) -> str:
-        """sha256 of the canonical JSON of ``summary()``."""
-        blob = json.dumps(self.summary(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
+        """sha256 of the ASCII-escaped canonical JSON of ``summary()``."""
+        return sha256_json(self.summary(), ensure_ascii=True)
 
 
 def canonical_state(state: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "CheckerUsageError",
     "FamilyRegistryError",
+    "PairConstructionError",
     "WorldFileError",
     "WorldsError",
 ]
@@ -40,3 +41,7 @@ class FamilyRegistryError(WorldsError, LookupError):
 
 class CheckerUsageError(WorldsError, TypeError):
     """``check`` or ``parse_candidate`` was called with the wrong kind of argument."""
+
+
+class PairConstructionError(WorldsError):
+    """A pair spec cannot give a valid fixture; the message names the pair and what to change."""

@@ -8,34 +8,34 @@ eligibility) plus the facts behind them (world and state sizes, budget slack,
 constraint and demonstration counts, primitive frequencies with valid and
 invalid exposures, motif signatures, grammar digest, isomorphism certificate).
 It is validated against ``worlds/schema/pair_manifest.schema.json``.
+
+Prompt and output token counts come from counters the caller passes
+(``token_counts``), so this package loads no tokenizer and a manifest does not
+depend on what happens to be installed: ``models.bundled_token_counters()``
+gives the counters of the bundled models.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from canonical_hash import sha256_json, sha256_text
 
 from ._checker import check
-from ._construct import (
-    MOTIF_REQUIRED,
-    Pair,
-    PairSide,
-    _subject,
-    example_states_on_solution_paths,
-    examples_chain_to_goal,
-    production_edges,
-    reachable_graph,
-    structure_hash,
-)
 from ._enumerate import grounded_steps
+from ._errors import WorldsError
+from ._examples import example_states_on_solution_paths, examples_chain_to_goal
 from ._grammar import __doc__ as _GRAMMAR_DOC
+from ._graph import reachable_graph
 from ._model import World
+from ._pair_types import MOTIF_REQUIRED, Pair, PairSide
 from ._render import GRAMMAR_TEXT
 from ._signature import motif_signature
+from ._structure import production_edges, structure_hash, subject_of
 
 __all__ = [
     "MANIFEST_SCHEMA_PATH",
@@ -49,43 +49,54 @@ __all__ = [
 
 MANIFEST_VERSION = 1
 MANIFEST_SCHEMA_PATH = Path(__file__).parent / "schema" / "pair_manifest.schema.json"
-#: Tokenizers whose prompt token counts every manifest records (the bundled models).
+#: Tokenizers whose token counts every manifest records (the bundled models; the manifest schema names them).
 TOKENIZERS = ("smollm2-135m-instruct", "gemma-3-270m")
 
+#: A tokenizer's counter: ``(count, revision)`` where ``count(text)`` is the number of tokens of ``text`` (no
+#: special tokens added) and ``revision`` names the tokenizer's exact version; ``(None, reason)`` when the
+#: tokenizer is unavailable.
+TokenCounter = tuple[Callable[[str], int] | None, str]
+#: What ``token_counts`` accepts: None or False (no counts), or a mapping tokenizer name -> counter.
+TokenCounts = Mapping[str, TokenCounter] | Literal[False] | None
 
-@functools.cache
-def _tokenizer(name: str):
-    """Load a bundled model's tokenizer once per process; returns (tokenizer, revision) or (None, why).
 
-    The fast tokenizer file of the model's converted cache folder is read with
-    ``tokenizers`` directly (the same backend ``transformers`` wraps; loading
-    through ``AutoTokenizer`` costs seconds more and counts the same).
+def _counters(token_counts: TokenCounts) -> Mapping[str, TokenCounter] | None:
+    """The counter mapping of ``token_counts``, or None for no counts; refuses anything else."""
+    if token_counts is None or token_counts is False:
+        return None
+    if not isinstance(token_counts, Mapping):
+        raise WorldsError(
+            f"token_counts must be None, False or a mapping tokenizer name -> (count, revision), got {token_counts!r}; "
+            "pass models.bundled_token_counters() for the bundled tokenizers"
+        )
+    unknown = sorted(set(token_counts) - set(TOKENIZERS))
+    if unknown:
+        raise WorldsError(f"token_counts names tokenizers {unknown} that a manifest does not record; "
+                          f"a manifest records: {', '.join(TOKENIZERS)}")
+    return token_counts
+
+
+def prompt_token_counts(texts: Mapping[str, str], token_counts: TokenCounts = None) -> dict[str, dict[str, Any]]:
+    """Token counts of each text, per tokenizer of :data:`TOKENIZERS`.
+
+    With no counters every tokenizer gives ``{"unavailable": "not requested"}``;
+    a tokenizer the mapping lacks gives ``{"unavailable": "no counter given"}``,
+    one whose counter is ``(None, reason)`` gives ``{"unavailable": reason}``,
+    and one with a counter gives ``{"revision": revision, <text key>: count, ...}``.
     """
-    try:
-        from tokenizers import Tokenizer
-
-        from models._bundled import bundled_folder
-
-        folder, sha = bundled_folder(name)
-        return Tokenizer.from_file(str(folder / "tokenizer.json")), f"sha256:{sha}"
-    except Exception as exc:  # noqa: BLE001 - any failure means "no count", recorded with its reason
-        return None, f"{type(exc).__name__}: {exc}"
-
-
-def prompt_token_counts(texts: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Token counts of each text (no special tokens added) per bundled tokenizer.
-
-    A tokenizer that cannot be loaded gives ``{"unavailable": reason}``.
-    """
+    counters = _counters(token_counts)
     out: dict[str, dict[str, Any]] = {}
     for name in TOKENIZERS:
-        tok, rev = _tokenizer(name)
-        if tok is None:
-            out[name] = {"unavailable": rev}
+        if counters is None:
+            out[name] = {"unavailable": "not requested"}
             continue
-        out[name] = {"revision": rev}
+        count, revision = counters.get(name, (None, "no counter given"))
+        if count is None:
+            out[name] = {"unavailable": revision}
+            continue
+        out[name] = {"revision": revision}
         for k, t in texts.items():
-            out[name][k] = len(tok.encode(t, add_special_tokens=False).ids)
+            out[name][k] = count(t)
     return out
 
 
@@ -135,7 +146,7 @@ def _exposure(side: PairSide, base_world: World) -> dict[str, dict[str, int]]:
         d["example_valid" if ex.status == "VALID" else "example_invalid"] += 1
     for demo in side.demonstrations:
         for s in demo.base_steps:
-            d = out.setdefault(_subject(base_world, s), {"example_valid": 0, "example_invalid": 0, "demonstration": 0})
+            d = out.setdefault(subject_of(base_world, s), {"example_valid": 0, "example_invalid": 0, "demonstration": 0})
             d["demonstration"] += 1
     return {k: out[k] for k in sorted(out)}
 
@@ -154,8 +165,13 @@ def _edge_text(e: tuple) -> str:
     return f"{e[0]} -{e[1]}-> {e[2]}"
 
 
-def build_manifest(pair: Pair, facts: dict, token_counts: bool = True) -> dict:
-    """The manifest of ``pair`` from the construction facts (see module docstring)."""
+def build_manifest(pair: Pair, facts: dict, token_counts: TokenCounts = None) -> dict:
+    """The manifest of ``pair`` from the construction facts (see module docstring).
+
+    ``token_counts``: the tokenizer counters for the prompt and output token
+    counts (see :func:`prompt_token_counts`); None or False records none.
+    """
+    counters = _counters(token_counts)
     base: World = facts["base"]
     f, c = pair.f, pair.c
     enum_f, enum_c = facts["enum_F"], facts["enum_C"]
@@ -189,19 +205,11 @@ def build_manifest(pair: Pair, facts: dict, token_counts: bool = True) -> dict:
             f"motif held by {holding} of {len(target_edges)} bounded target solutions; novelty is witness-only"
         )
     exposure_matched = not any(r.startswith("exposure of") for r in residual)
-    counts = (
-        prompt_token_counts({"F": f.prompt_text, "C": c.prompt_text})
-        if token_counts
-        else {n: {"unavailable": "not requested"} for n in TOKENIZERS}
-    )
+    counts = prompt_token_counts({"F": f.prompt_text, "C": c.prompt_text}, counters)
     # output burden: the first optimal base solution (base order), written in each side's labels
     opt_base = min(facts["target_enum"].solutions, key=lambda s: (len(s), s))
     outputs = {k: "".join(x + "\n" for x in sd.replica.translate(opt_base)) for k, sd in (("F", f), ("C", c))}
-    out_counts = (
-        prompt_token_counts(outputs)
-        if token_counts
-        else {n: {"unavailable": "not requested"} for n in TOKENIZERS}
-    )
+    out_counts = prompt_token_counts(outputs, counters)
     for what, cnt in (("prompt", counts), ("optimal output", out_counts)):
         for name, d in cnt.items():
             if "F" in d and d["F"] != d["C"]:
@@ -276,26 +284,22 @@ def build_manifest(pair: Pair, facts: dict, token_counts: bool = True) -> dict:
         "isomorphism": facts["isomorphism"],
         "grammar": {
             "name": "worlds artifact grammar v1",
-            "sha256": hashlib.sha256((_GRAMMAR_DOC or "").encode() + GRAMMAR_TEXT.encode()).hexdigest(),
+            "sha256": sha256_text((_GRAMMAR_DOC or "") + GRAMMAR_TEXT),
         },
-        "prompt_sha256": {
-            "F": hashlib.sha256(f.prompt_text.encode()).hexdigest(),
-            "C": hashlib.sha256(c.prompt_text.encode()).hexdigest(),
-        },
+        "prompt_sha256": {"F": sha256_text(f.prompt_text), "C": sha256_text(c.prompt_text)},
         "flags": list(pair.flags),
     }
     return m
 
 
 def manifest_digest(manifest: dict, *, without_token_counts: bool = False) -> str:
-    """sha256 of the canonical JSON of a manifest (optionally without the tokenizer-dependent field)."""
+    """sha256 of the ASCII-escaped canonical JSON of a manifest (optionally without the tokenizer-dependent fields)."""
     m = dict(manifest)
     if without_token_counts:
         m.pop("prompt_token_counts", None)
         m.pop("output_token_counts", None)
         m["residual_mismatches"] = [r for r in m["residual_mismatches"] if " tokens (" not in r]
-    blob = json.dumps(m, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return sha256_json(m, ensure_ascii=True)
 
 
 def validate_manifest(manifest: dict) -> None:

@@ -1,4 +1,4 @@
-"""First pieces of F/C pair construction: fresh-label replicas, abstract fingerprints, copy checks.
+"""Replicas for F/C pairs: fresh-label replicas, abstract fingerprints, copy checks.
 
 ``instantiate_replica`` turns a latent base world mapping into a target replica
 with fresh entity and primitive names, shuffled declaration order and a fresh
@@ -21,9 +21,9 @@ from typing import Any
 
 from ._checker import Status, check
 from ._enumerate import Bounds, enumerate_solutions, grounded_steps
+from ._graph import reachable_graph
 from ._loader import world_from_mapping
-from ._model import Failure, World
-from ._registry import get_family
+from ._model import World
 from ._signature import motif_signature
 
 __all__ = [
@@ -174,36 +174,11 @@ class Fingerprint:
     signatures: tuple
 
 
-def _reachable(world: World) -> tuple[int, int]:
-    """States reachable within the step cap (cost ignored) and the legal transitions between them."""
-    fam = get_family(world.family)
-    steps = grounded_steps(world)
-    seen = {world.initial_state}
-    frontier = [world.initial_state]
-    edges = 0
-    for _ in range(world.budget.max_steps):
-        nxt = []
-        for s in frontier:
-            for st in steps:
-                got = fam.apply(world, s, st.name, st.args)
-                if isinstance(got, Failure):
-                    continue
-                t, _ = got
-                if fam.limits(world, t) or fam.constraints(world, t, False):
-                    continue
-                edges += 1
-                if t not in seen:
-                    seen.add(t)
-                    nxt.append(t)
-        frontier = nxt
-    return len(seen), edges
-
-
 def abstract_fingerprint(world: World, bounds: Bounds | None = None) -> Fingerprint:
     """The label-free fingerprint of ``world``."""
     enum = enumerate_solutions(world, bounds)
     sigs = Counter(motif_signature(world, s) for s in enum.solutions)
-    states, edges = _reachable(world)
+    graph = reachable_graph(world)
     return Fingerprint(
         world.family,
         world.budget.max_steps,
@@ -211,8 +186,8 @@ def abstract_fingerprint(world: World, bounds: Bounds | None = None) -> Fingerpr
         world.budget.extra,
         len(world.spec.constraints),
         len(grounded_steps(world)),
-        states,
-        edges,
+        len(graph["nodes"]),
+        len(graph["edges"]),
         len(enum.solutions),
         enum.optimal_length,
         tuple(sorted(sigs.items())),

@@ -95,6 +95,20 @@ def format_state(family: str, described: Any) -> str:
     raise WorldsError(f"no state renderer for family {family!r}")
 
 
+def _constraints_and_budget(heading: str, rules: list[str], budget: Mapping[str, Any], family_cap: str) -> list[str]:
+    """The handbook's hard-constraint and budget sections (``- none`` when there are no rules)."""
+    return [
+        "",
+        heading,
+        *(rules or ["- none"]),
+        "",
+        "Budget:",
+        f"- at most {budget['max_steps']} steps",
+        f"- total cost at most {budget['max_cost']}",
+        family_cap,
+    ]
+
+
 def _token_handbook(m: Mapping[str, Any]) -> list[str]:
     cap = m["budget"]["inventory_cap"]
     out = [
@@ -124,23 +138,15 @@ def _token_handbook(m: Mapping[str, Any]) -> list[str]:
         "- Recipes are irreversible; nothing undoes a step. Steps run one at a time in the order written.",
         "- A parameter name in 'consumes' or 'catalysts' stands for the token bound to it by the step.",
     ]
-    cons = m.get("constraints", [])
-    out += ["", "Hard constraints:"]
-    if not cons:
-        out.append("- none")
-    for c in cons:
+    rules = []
+    for c in m.get("constraints", []):
         when = "in every state (the initial one and after every step)" if c["scope"] == "every_state" else "in the final state"
         if c["kind"] == "at_most":
-            out.append(f"- at most {c['limit']} {c['tokens'][0]} may be held {when}")
+            rules.append(f"- at most {c['limit']} {c['tokens'][0]} may be held {when}")
         else:
-            out.append(f"- {', '.join(c['tokens'])} may never all be held at once {when}")
-    b = m["budget"]
+            rules.append(f"- {', '.join(c['tokens'])} may never all be held at once {when}")
+    out += _constraints_and_budget("Hard constraints:", rules, m["budget"], f"- no token may ever exceed {cap} units")
     out += [
-        "",
-        "Budget:",
-        f"- at most {b['max_steps']} steps",
-        f"- total cost at most {b['max_cost']}",
-        f"- no token may ever exceed {cap} units",
         "",
         "Initial " + format_state("token_workshop", {k: v for k, v in m["initial"].items() if v > 0}),
         "Goal: the final inventory holds at least " + _counts(m["goal"]["require"]) + ".",
@@ -173,21 +179,14 @@ def _schedule_handbook(m: Mapping[str, Any]) -> list[str]:
         "  and has ended, and only while the machine is free over the whole interval.",
         "- Steps run one at a time in the order written; a placement is never undone.",
     ]
-    cons = m.get("constraints", [])
-    out += ["", "Hard constraints (checked after every step):"]
-    if not cons:
-        out.append("- none")
-    for c in cons:
-        if c["kind"] == "deadline":
-            out.append(f"- {c['tasks'][0]} must end by time {c['by']}")
-        else:
-            out.append(f"- {', '.join(c['tasks'])} may never run at overlapping times, on any machines")
+    rules = [
+        f"- {c['tasks'][0]} must end by time {c['by']}" if c["kind"] == "deadline"
+        else f"- {', '.join(c['tasks'])} may never run at overlapping times, on any machines"
+        for c in m.get("constraints", [])
+    ]
+    out += _constraints_and_budget("Hard constraints (checked after every step):", rules, b,
+                                   f"- every task must end by time {b['horizon']}")
     out += [
-        "",
-        "Budget:",
-        f"- at most {b['max_steps']} steps",
-        f"- total cost at most {b['max_cost']}",
-        f"- every task must end by time {b['horizon']}",
         "",
         "Initial " + format_state("schedule", {}),
         "Goal: these tasks are all placed: " + ", ".join(m["goal"]["scheduled"]) + ".",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
-from ._construct import Pair, build_pair, load_pair_spec
-from ._manifest import build_manifest
+from ._construct import build_pair
+from ._manifest import TokenCounts, build_manifest
+from ._pair_spec import load_pair_spec
+from ._pair_types import Pair
 
 __all__ = ["PAIRS_DIR", "build_pair_from_file", "build_showcase_pairs", "pair_spec_paths"]
 
@@ -19,26 +22,42 @@ def pair_spec_paths() -> tuple[Path, ...]:
     return tuple(sorted(PAIRS_DIR.glob("*.toml")))
 
 
-def build_pair_from_file(path: str | Path, token_counts: bool = True) -> Pair:
-    """Build one pair from its spec file, with its manifest filled in."""
-    pair, facts = build_pair(load_pair_spec(path))
-    pair.manifest.update(build_manifest(pair, facts, token_counts=token_counts))
-    return pair
+def _manifested(pair: Pair, facts: dict, token_counts: TokenCounts) -> Pair:
+    return dataclasses.replace(pair, manifest=build_manifest(pair, facts, token_counts=token_counts))
 
 
-@functools.lru_cache(maxsize=2)
-def _showcase(token_counts: bool) -> tuple[Pair, ...]:
-    return tuple(build_pair_from_file(p, token_counts) for p in pair_spec_paths())
+def build_pair_from_file(path: str | Path, token_counts: TokenCounts = None) -> Pair:
+    """Build one pair from its spec file, with its manifest filled in (``token_counts`` as in ``build_manifest``)."""
+    return _manifested(*build_pair(load_pair_spec(path)), token_counts)
 
 
-def build_showcase_pairs(token_counts: bool = True) -> tuple[Pair, ...]:
-    """Every showcase pair, in spec-file order; deterministic and cached per process.
+@functools.cache
+def _constructed() -> tuple[tuple[Pair, dict], ...]:
+    return tuple(build_pair(load_pair_spec(p)) for p in pair_spec_paths())
 
-    ``token_counts=False`` skips loading the tokenizers (the manifest then says
-    the counts were not requested). ``build_showcase_pairs.cache_clear()``
-    forgets the cached pairs.
+
+@functools.cache
+def _without_counts() -> tuple[Pair, ...]:
+    return tuple(_manifested(pair, facts, None) for pair, facts in _constructed())
+
+
+def build_showcase_pairs(token_counts: TokenCounts = None) -> tuple[Pair, ...]:
+    """Every showcase pair, in spec-file order; deterministic.
+
+    ``token_counts``: None or False records no token counts (the manifest says
+    they were not requested); a mapping tokenizer name -> (count, revision),
+    such as ``models.bundled_token_counters()``, fills them in.  Construction
+    is cached per process, and so are the pairs without counts;
+    ``build_showcase_pairs.cache_clear()`` forgets both.
     """
-    return _showcase(bool(token_counts))
+    if token_counts is None or token_counts is False:
+        return _without_counts()
+    return tuple(_manifested(pair, facts, token_counts) for pair, facts in _constructed())
 
 
-build_showcase_pairs.cache_clear = _showcase.cache_clear  # type: ignore[attr-defined]
+def _cache_clear() -> None:
+    _without_counts.cache_clear()
+    _constructed.cache_clear()
+
+
+build_showcase_pairs.cache_clear = _cache_clear  # type: ignore[attr-defined]

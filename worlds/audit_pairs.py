@@ -18,9 +18,10 @@ import time
 import tomllib
 
 from ._audit import audit_sequences
-from ._construct import build_pair, load_pair_spec
+from ._construct import build_pair
 from ._enumerate import grounded_steps
 from ._loader import world_from_mapping
+from ._pair_spec import load_pair_spec
 from ._showcase import pair_spec_paths
 
 

@@ -1,70 +1,32 @@
-"""Canonical JSON, sha256 helpers and atomic file writes.
+"""Canonical JSON and sha256 (from the suite's leaf module ``canonical_hash``) and atomic file writes.
 
 Every hash in the suite is sha256 over canonical JSON: sorted keys, compact
-separators, UTF-8, no NaN or infinity (they have no JSON spelling and would
-make two readers disagree).
+separators, UTF-8, no NaN or infinity.  The helpers live in
+``canonical_hash`` so that ``fixtures`` and ``worlds`` share them without
+importing this package; they are re-exported here for core and the protocols.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from canonical_hash import canonical_json, sha256_bytes, sha256_file, sha256_files, sha256_json, sha256_text
+from canonical_hash import plain as _plain
 
-def _plain(value: Any) -> Any:
-    """Turn dataclasses, tuples and paths into JSON-ready values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        raise TypeError("sets have no stable order; convert to a sorted list before serializing")
-    if isinstance(value, Path):
-        return value.as_posix()
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{value!r} has no canonical JSON form; record it as null with a reason")
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return value
-
-
-def canonical_json(value: Any) -> str:
-    """Compact, sorted-key JSON text of ``value`` (dataclasses included)."""
-    return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_json(value: Any) -> str:
-    """sha256 hex digest of the canonical JSON of ``value``."""
-    return sha256_bytes(canonical_json(value).encode("utf-8"))
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def sha256_files(paths: Iterable[Path], root: Path) -> str:
-    """One digest over several files: each file's path relative to ``root`` and its own digest.
-
-    Paths are sorted so that the digest does not depend on directory listing order.
-    """
-    entries = sorted((Path(p).resolve().relative_to(root.resolve()).as_posix(), sha256_file(p)) for p in paths)
-    return sha256_json(entries)
+__all__ = [
+    "atomic_write_json",
+    "atomic_write_text",
+    "canonical_json",
+    "sha256_bytes",
+    "sha256_file",
+    "sha256_files",
+    "sha256_json",
+    "sha256_text",
+]
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -127,7 +127,7 @@ def test_copy_audit_sees_a_consistent_relabelling():
     # the signature route is switched off (no target signatures) to isolate the relabelling check
     assert "relabelled consistently" in copy_audit(world, relabelled, world, set(), sols)
     assert copy_audit(world, relabelled, world, set()) is None
-    renames = worlds._construct._renames_onto
+    renames = worlds._copy_audit._renames_onto
     # one-to-one: two recipes cannot both become smelt_a; shared primitives keep their names
     assert not renames(("smelt_a()", "smelt_b()"), ("smelt_a()", "smelt_a()"))
     assert not renames(("smelt_b()",), ("smelt_a()",), frozenset({"smelt_a", "smelt_b"}))

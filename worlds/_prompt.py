@@ -1,0 +1,65 @@
+"""The F/C synthesis prompt: one template, filled from a side's target, examples and demonstration."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._loader import world_from_mapping
+from ._model import World
+from ._pair_types import Demonstration, PrimitiveExample
+from ._render import GRAMMAR_TEXT, format_state, render_world
+
+__all__ = ["render_prompt"]
+
+
+def render_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration], examples: Sequence[PrimitiveExample]) -> str:
+    """The F/C synthesis prompt body: handbook, examples, demonstrations, goal, grammar (same template for F and C)."""
+    fam = target_raw["family"]
+    world = world_from_mapping(dict(target_raw))
+    lines = [
+        "You are given a complete, closed world. Everything that exists and every rule is stated below;",
+        "no other entities, actions or effects exist. Find a sequence of steps that reaches the goal.",
+        "",
+        "=== HANDBOOK ===",
+        render_world(target_raw).rstrip("\n"),
+        "",
+        "=== ONE-STEP EXAMPLES ===",
+        "Each example applies one step to the state shown (these states are illustrations, not your start).",
+    ]
+    lines += [f"{i}. {ex.text(fam)}" for i, ex in enumerate(examples, 1)]
+    lines += ["", "=== WORKED DEMONSTRATION ==="]
+    for d in demos:
+        src = d.source_raw
+        lines.append("A valid solution of a different situation in this same world (other start and/or goal):")
+        if fam == "token_workshop":
+            lines.append("Its start " + format_state(fam, {k: v for k, v in src["initial"].items() if v > 0}))
+            lines.append("Its goal: hold at least " + ", ".join(f"{n} {k}" for k, n in src["goal"]["require"].items()))
+        else:
+            lines.append("Its start " + format_state(fam, {}))
+            lines.append("Its goal: place " + ", ".join(src["goal"]["scheduled"]))
+        b, tb = src["budget"], target_raw["budget"]
+        if b != tb:
+            lines.append("Its budget: " + ", ".join(f"{k} {v}" for k, v in b.items()))
+        if src.get("constraints", []) != target_raw.get("constraints", []):
+            lines.append("Its hard constraints differ from the handbook's: " + json.dumps(src.get("constraints", [])))
+        lines.append("Its solution:")
+        lines += [f"    {s}" for s in d.steps]
+    lines += [
+        "",
+        "=== YOUR TASK ===",
+        f"Start from the initial state of world {world.id} in the handbook and reach its goal within its budget and constraints.",
+        "Goal: " + _goal_words(world),
+        "",
+        GRAMMAR_TEXT,
+        "",
+        "Write your solution now.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _goal_words(world: World) -> str:
+    if world.family == "token_workshop":
+        return "hold at least " + ", ".join(f"{n} {t}" for t, n in world.spec.goal) + "."
+    return "place " + ", ".join(world.spec.goal) + "."
