@@ -12,12 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from benchmarks.core import Classification, RuleError
+from benchmarks.core import Classification, RuleError, finite
 
-from .protocol import CLAUSES, GATE, PREREG, SharesSpec, finite, share
-from .records import UnitRecord
-
-TIERS = (1, 2, 3, 4, 5)
+from .protocol import CLAUSES, GATE, PREREG, TIERS, SharesSpec, UnitRecord, share
 
 
 @dataclass(frozen=True)

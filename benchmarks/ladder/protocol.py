@@ -1,39 +1,60 @@
-"""Capability ladder: the preregistration schema, the worker prompt, the answer parser and the coded outcomes.
+"""Capability ladder: one probe of one rung, as a protocol of ``benchmarks.core``.
 
-A probe shows the worker one episode at a time (condition autonomous, no
-supervisor), asks for an approve/reject decision and codes each unit as one
-of five outcomes that the preregistered shares count (``[shares]`` in
-prereg.toml):
+A probe shows the worker (a *rung*) one episode at a time (condition
+autonomous, no supervisor), 30 episodes per tier of the five task families
+from one frozen generator state on one tuning seed, asks for an
+approve/reject decision and codes each unit as one of five outcomes that the
+preregistered shares count (``[shares]`` in prereg.toml):
 
 * ``correct`` / ``wrong``: a decision was parsed and does (not) equal the ground truth;
 * ``unparsed``: the backend answered but no single decision could be read;
 * ``errored``: the backend returned a coded failure other than a timeout;
 * ``timeout``: the backend gave no complete answer within the probe's timeout.
+
+:class:`LadderProtocol` declares the probe to core: its options, its units
+(the episodes), how a batch of episodes is measured into :class:`UnitRecord`
+lines of ``<probe>/units.jsonl``, the gate metrics (:mod:`.gate`), and the
+analysis files (:mod:`.analysis`).  The ordered ``gate`` is the decided
+classification; the four clauses are its breakdown.  Reading several probes
+together (the instrument verdict, the retune rule) is :mod:`.instrument`,
+driven by :mod:`.rounds`.
 """
 
 from __future__ import annotations
 
-import math
+import json
 import re
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Literal, Mapping, Sequence
 
 from benchmarks.core import (
     ClassificationSpec,
     ProtocolHeader,
+    canonical_json,
     classification,
-    load_prereg,
+    sha256_bytes,
+    sha256_json,
 )
+from benchmarks.core.protocol import Option, Protocol, ProtocolRun, UsageProblem
+from fixtures.ladder import STATES, LadderStateError, generate_episodes, retune
 
 HERE = Path(__file__).resolve().parent
 
 OUTCOMES = ("correct", "wrong", "unparsed", "errored", "timeout")
 DECISIONS = ("approve", "reject")
+TIERS = (1, 2, 3, 4, 5)
+VARIANTS = ("v1", "v2")
+UNITS_FILE = "units.jsonl"
+ANALYSIS_FILE = "analysis.json"
+
+
+# --------------------------------------------------------------------------- the preregistration
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class RungSpec:
     id: str  # the rung a plain run probes
     device: str
 
@@ -90,7 +111,7 @@ class FleetSpec:
 @dataclass(frozen=True)
 class LadderPrereg:
     protocol: ProtocolHeader
-    model: ModelSpec
+    model: RungSpec
     probe: ProbeSpec
     rounds: RoundsSpec
     retune: RetuneSpec
@@ -107,19 +128,54 @@ class LadderPrereg:
     retune_rule: ClassificationSpec
 
 
-PREREG = load_prereg(HERE / "prereg.toml", LadderPrereg)
-GATE = classification(PREREG, "gate")
-INSTRUMENT = classification(PREREG, "instrument")
-RETUNE_RULE = classification(PREREG, "retune_rule")
-CLAUSES = {name[-1]: classification(PREREG, name) for name in ("clause_a", "clause_b", "clause_c", "clause_d")}
-
-
 class LadderError(ValueError):
     """A probe was asked for something the preregistration forbids, or its records cannot be read as asked."""
 
 
-def check_probe_seed(seed: int, spec: ProbeSpec = PREREG.values.probe) -> None:
+# --------------------------------------------------------------------------- the unit record
+
+
+@dataclass(frozen=True)
+class UnitRecord:
+    """One probe unit (one episode shown to the worker once): a line of ``units.jsonl``."""
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    unit_id: str  # "t<tier>-<index:03d>": the ledger key
+    rung: str  # the model as named on the command line (registry name, openai:MODEL@URL, ...)
+    model_revision: str  # immutable revision of that model (commit sha or sha256 content hash)
+    generator_variant: Literal["v1", "v2"]  # never pooled across
+    generator_state: str  # name of the frozen generator state
+    state_hash: str  # sha256 of that state's dial constants
+    seed: int  # the probe's tuning seed
+    condition: Literal["autonomous"]  # the worker alone
+    supervisor: None  # always null: no supervisor sits in a probe
+    tier: int  # 1-5, the irreversibility gradient
+    family: str  # the task family of that tier
+    episode_index: int  # index of the episode within its tier for this seed
+    depth: int  # the episode's declared composition depth k
+    checks: int  # number of checks the verdict depends on
+    episode_sha256: str  # sha256 of the canonical JSON of the worker-visible fact dictionary
+    ground_truth: Literal["approve", "reject"]  # the generator's verdict, confirmed by the evaluator
+    prompt_sha256: str  # sha256 of the canonical JSON of the chat sent
+    response_text: str  # the raw answer text ("" when none came)
+    finish_reason: str  # stop, length, error or none, as the backend reported it
+    error_code: str | None  # the backend's coded failure (timeout, http_error, ...), else null
+    decision: Literal["approve", "reject"] | None  # parse_decision(response_text); null when errored or unparsed
+    outcome: Literal["correct", "wrong", "unparsed", "errored", "timeout"]  # the coded outcome the shares count
+    latency_s: float  # wall-clock seconds the backend took for this unit
+
+
+RECORD_FIELDS = tuple(f.name for f in fields(UnitRecord))
+assert len(RECORD_FIELDS) == 23, RECORD_FIELDS
+
+
+# --------------------------------------------------------------------------- seed hygiene
+
+
+def check_probe_seed(seed: int, spec: ProbeSpec | None = None) -> None:
     """Refuse campaign seeds and seeds below the tuning floor."""
+    spec = spec or PREREG.values.probe
     if seed in spec.campaign_seeds:
         raise LadderError(
             f"seed {seed} is a campaign seed ({', '.join(map(str, spec.campaign_seeds))}); probes never use "
@@ -152,7 +208,7 @@ def build_chat(case_text: str) -> list[dict[str, str]]:
     ]
 
 
-# --------------------------------------------------------------------------- the answer parser
+# --------------------------------------------------------------------------- the answer parser and coded outcomes
 
 _THINK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
 _DECISION_LINE = re.compile(r"decision\s*[:=\-]\s*\**\s*(approve|reject)(?:d|ed)?\b", re.IGNORECASE)
@@ -197,6 +253,328 @@ def share(counts: Mapping[str, int], numerator: tuple[str, ...], denominator: tu
     return sum(counts.get(o, 0) for o in numerator) / below if below else None
 
 
-def finite(values: Mapping[str, Any]) -> dict[str, float]:
-    """The metrics a rule may read (None left out, so that a rule reading one errors rather than passes)."""
-    return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+# --------------------------------------------------------------------------- probes: directories, episodes, records
+
+
+def probe_dir_name(variant: str, state: str, seed: int) -> str:
+    """``v2-<state>-seed<seed>``; the variant prefix is added unless the state name already carries it."""
+    if variant not in VARIANTS:
+        raise LadderError(f"generator variant must be one of {VARIANTS}, got {variant!r}")
+    stem = state if state.startswith(f"{variant}-") else f"{variant}-{state}"
+    return f"{stem}-seed{seed}"
+
+
+def unit_id(tier: int, index: int) -> str:
+    return f"t{tier}-{index:03d}"
+
+
+def episode_key(episode: Any) -> str:
+    return unit_id(episode.tier, episode.index)
+
+
+def probe_episodes(state: Any, seed: int, units_per_tier: int) -> list[Any]:
+    """The probe's episodes, tier by tier, from the generator's public API."""
+    return [episode for tier in TIERS for episode in generate_episodes(state, tier, seed, units_per_tier)]
+
+
+def make_record(rung: str, revision: str, state: Any, seed: int, episode: Any, chat: Sequence[Mapping[str, str]],
+                response: Any, latency: float) -> UnitRecord:
+    decision = None if response.error else parse_decision(response.text)
+    return UnitRecord(
+        unit_id=episode_key(episode),
+        rung=rung,
+        model_revision=revision,
+        generator_variant=state.variant,
+        generator_state=state.name,
+        state_hash=state.state_hash,
+        seed=seed,
+        condition="autonomous",
+        supervisor=None,
+        tier=episode.tier,
+        family=episode.family,
+        episode_index=episode.index,
+        depth=episode.depth,
+        checks=len(episode.checks),
+        episode_sha256=sha256_json(episode.facts),
+        ground_truth=episode.ground_truth,
+        prompt_sha256=sha256_bytes(canonical_json(list(chat)).encode("utf-8")),
+        response_text=response.text,
+        finish_reason=response.finish_reason,
+        error_code=response.error,
+        decision=decision,
+        outcome=code_outcome(response.error, decision, episode.ground_truth),
+        latency_s=round(latency, 6),
+    )
+
+
+# --------------------------------------------------------------------------- the settings of one probe
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """What one run asks for: the probe (all of it enters the run's identity but the batch size) and,
+    for the round-directory mode, the folder of probes and the named fleet."""
+
+    rung: str  # the model, as named on the command line
+    state: Any  # a fixtures.ladder GeneratorState (name, variant, dials(), state_hash), retuned or registered
+    seed: int
+    units_per_tier: int
+    max_tokens: int
+    timeout_s: float
+    batch_size: int = 1
+    retune_of: str | None = None
+    round_dir: str | None = None
+    fleet: tuple[tuple[str, str], ...] = ()  # (label, model) per rung named with --ladder-fleet
+
+    @property
+    def folder_name(self) -> str:
+        return probe_dir_name(self.state.variant, self.state.name, self.seed)
+
+    def record(self) -> dict[str, Any]:
+        """The identity-bearing settings, as JSON reads them back (every key ``metadata.json`` also holds)."""
+        return json.loads(canonical_json({
+            "rung": self.rung,
+            "generator_variant": self.state.variant,
+            "generator_state": self.state.name,
+            "state_hash": self.state.state_hash,
+            "dials": self.state.dials(),
+            "seed": self.seed,
+            "units_per_tier": self.units_per_tier,
+            "max_tokens": self.max_tokens,
+            "timeout_s": self.timeout_s,
+            "retune_of": self.retune_of,
+        }))
+
+
+def parse_dials(items: Sequence[str]) -> dict[str, Any]:
+    """``NAME=JSON_VALUE`` per item; a usage problem when an item is not of that form."""
+    dials: dict[str, Any] = {}
+    for text in items:
+        key, sep, value = text.partition("=")
+        try:
+            parsed = json.loads(value) if sep else None
+        except json.JSONDecodeError:
+            parsed = None
+        if not key or parsed is None:
+            raise UsageProblem(f"--ladder-dial {text!r}: write NAME=JSON_VALUE, e.g. distractors=6")
+        dials[key] = parsed
+    return dials
+
+
+def parse_fleet(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    fleet = []
+    for item in items:
+        label, sep, model = item.partition("=")
+        if not sep or not label or not model:
+            raise UsageProblem(f"--ladder-fleet {item!r}: write LABEL=MODEL, e.g. R0=openai:qwen3.5@http://...")
+        fleet.append((label, model))
+    return tuple(fleet)
+
+
+# --------------------------------------------------------------------------- the protocol
+
+
+class LadderProtocol(Protocol[Any, UnitRecord]):
+    """One probe of one rung on the shape of ``benchmarks.core``: 150 units, the gate and its four clauses."""
+
+    title = "Capability ladder"
+    prereg_schema = LadderPrereg
+    record_type = UnitRecord
+    record_key = "unit_id"
+    rule_blocks = ("gate",)
+    breakdown_blocks = ("clause_a", "clause_b", "clause_c", "clause_d")
+    scripted_keyword = "checks"
+    options = (
+        Option("state", "generator state to probe (default: the preregistered one)", choices=lambda: list(STATES)),
+        Option("seed", "tuning seed >= the preregistered floor; campaign seeds are refused", type=int),
+        Option("units-per-tier", "episodes per tier (default: the preregistered 30)", type=int, minimum=1),
+        Option("max-tokens", "generation bound (default: the preregistered 8192)", type=int, minimum=1),
+        Option("timeout", "per-unit timeout in seconds for served rungs (default: the preregistered 600)", type=float),
+        Option("batch-size", "units sent to the backend at once (default 1: per-unit latency)", type=int, minimum=1),
+        Option("retune-of", "the probe directory name this probe retunes (recorded in its metadata)"),
+        Option("dial", "retune: NAME=JSON_VALUE for a registered dial (repeatable)", repeat=True),
+        Option("round-dir", "a folder of probe directories to judge together (instrument verdict, retune rule); "
+               "collects test_instrument.py"),
+        Option("fleet", "LABEL=MODEL for each fleet rung (R0 = the anchor) in --ladder-round-dir (default: the "
+               "simulated fleet when every probe is one of its workers; repeatable)", repeat=True),
+    )
+
+    # ----------------------------------------------------------------- settings
+
+    def configure(self, run: ProtocolRun) -> ProbeSettings:
+        spec = self.spec.probe
+        state = STATES[run.option("state") or spec.state]
+        dials = parse_dials(run.option("dial") or [])
+        retune_of = run.option("retune-of")
+        if dials:
+            if retune_of is None:
+                raise UsageProblem("--ladder-dial moves dials only in a retune; name the probe it retunes "
+                                   "with --ladder-retune-of")
+            try:
+                state = retune(state, f"{state.name}-retune", **dials)
+            except (LadderStateError, TypeError, ValueError) as exc:  # the generator names the dial that may not move
+                raise UsageProblem(f"--ladder-dial: {exc}") from None
+        seed = spec.seed if run.option("seed") is None else run.option("seed")
+        try:
+            check_probe_seed(seed, spec)
+        except LadderError as exc:
+            raise UsageProblem(str(exc)) from None
+        timeout = spec.timeout_s if run.option("timeout") is None else run.option("timeout")
+        if not timeout > 0:
+            raise UsageProblem(f"--ladder-timeout must be more than 0 seconds, got {timeout:g}")
+        round_dir = run.option("round-dir")
+        if round_dir is not None and not Path(round_dir).is_dir():
+            raise UsageProblem(f"--ladder-round-dir={round_dir}: not a folder")
+        return ProbeSettings(
+            rung=run.model, state=state, seed=seed,
+            units_per_tier=run.option("units-per-tier") or spec.units_per_tier,
+            max_tokens=run.option("max-tokens") or spec.max_tokens,
+            timeout_s=float(timeout), batch_size=run.option("batch-size") or 1, retune_of=retune_of,
+            round_dir=round_dir, fleet=parse_fleet(run.option("fleet") or []),
+        )
+
+    def settings_record(self, settings: ProbeSettings) -> dict[str, Any]:
+        return settings.record()
+
+    def deviations(self, run: ProtocolRun) -> list[str]:
+        spec, s = self.spec.probe, run.settings
+        found = []
+        if s.state.name != spec.state or s.seed != spec.seed:
+            found.append(f"state {s.state.name} seed {s.seed} instead of {spec.state} seed {spec.seed}")
+        if s.units_per_tier != spec.units_per_tier:
+            found.append(f"{s.units_per_tier} units per tier instead of {spec.units_per_tier}")
+        if s.max_tokens != spec.max_tokens:
+            found.append(f"max_tokens {s.max_tokens} instead of {spec.max_tokens}")
+        if s.timeout_s != spec.timeout_s:
+            found.append(f"timeout {s.timeout_s:g} s instead of {spec.timeout_s:g} s")
+        return found
+
+    def seeds(self, run: ProtocolRun) -> dict[str, int]:
+        return {"probe": run.settings.seed}
+
+    def recognize_model(self, name: str) -> None:
+        from .worker import ensure_worker
+
+        ensure_worker(name)
+
+    # ----------------------------------------------------------------- units
+
+    def units(self, run: ProtocolRun) -> list[Any]:
+        s = run.settings
+        return probe_episodes(s.state, s.seed, s.units_per_tier)
+
+    def unit_key(self, unit: Any) -> str:
+        return episode_key(unit)
+
+    def fixture_sets(self, run: ProtocolRun) -> dict[str, Any]:
+        s = run.settings
+        return {f"ladder-{s.state.name}-seed{s.seed}": {"generator": s.state.metadata(),
+                                                        "episodes": [e.to_record() for e in run.units]}}
+
+    def fixture_extras(self, run: ProtocolRun) -> dict[str, Any]:
+        s = run.settings
+        return {"probe": s.folder_name, "seed": s.seed, "units_per_tier": s.units_per_tier,
+                "registered_state": s.state.name in STATES}
+
+    def ledger_name(self, run: ProtocolRun) -> str:
+        return f"{run.settings.folder_name}/{UNITS_FILE}"
+
+    # ----------------------------------------------------------------- measurement
+
+    def chat(self, run: ProtocolRun, unit: Any) -> list[dict[str, str]]:
+        return build_chat(unit.case_text)
+
+    def scripted_answer(self, run: ProtocolRun, unit: Any) -> list[bool]:
+        """A scripted worker is told each check's true outcome; it misreads them at its own rate."""
+        return [bool(check.passes) for check in unit.checks]
+
+    def load_model(self, run: ProtocolRun) -> Any:
+        import models
+
+        self.recognize_model(run.model)
+        if run.model.startswith("openai:"):
+            return models.load_model(run.model, timeout=run.settings.timeout_s)
+        return super().load_model(run)
+
+    def batch_size(self, run: ProtocolRun) -> int:
+        return run.settings.batch_size
+
+    def started(self, run: ProtocolRun, description: Mapping[str, Any]) -> None:
+        """``metadata.json`` beside the ledger, for readers of probe directories (the rescorer among them)."""
+        from .records import ProbeMetadata, write_metadata
+
+        s = run.settings
+        write_metadata(run.path(s.folder_name), ProbeMetadata(
+            probe=s.folder_name, rung=s.rung, model_revision=str(description["revision"]),
+            generator_variant=s.state.variant, generator_state=s.state.name, state_hash=s.state.state_hash,
+            dials=s.state.dials(), seed=s.seed, condition="autonomous", units_per_tier=s.units_per_tier,
+            tiers=TIERS, max_tokens=s.max_tokens, timeout_s=s.timeout_s, prereg_sha256=self.prereg.sha256,
+            retune_of=s.retune_of, deviations=tuple(run.deviations),
+        ))
+
+    def provenance_extra(self, run: ProtocolRun) -> dict[str, Any]:
+        return {"probe": run.settings.folder_name, "batch_size": run.settings.batch_size}
+
+    def measure(self, run: ProtocolRun, model: Any, batch: Sequence[Any]) -> list[UnitRecord]:
+        """One backend call for the batch; a backend that raises codes every unit of it ``backend_error``."""
+        import models
+
+        s = run.settings
+        chats = [build_chat(episode.case_text) for episode in batch]
+        began = time.perf_counter()
+        try:
+            responses = model.generate(chats, models.GenerationSettings(max_new_tokens=s.max_tokens))
+        except models.ModelError as exc:
+            responses = [models.Response(index=i, finish_reason="error", error="backend_error", error_detail=str(exc))
+                         for i in range(len(batch))]
+        latency = time.perf_counter() - began
+        revision = str(model.describe().revision)
+        return [make_record(s.rung, revision, s.state, s.seed, episode, chat, response, latency)
+                for episode, chat, response in zip(batch, chats, responses)]
+
+    # ----------------------------------------------------------------- results
+
+    def metrics(self, run: ProtocolRun, records: Sequence[UnitRecord]) -> dict[str, Any]:
+        from .gate import gate_metrics
+
+        return gate_metrics(records, run.settings.state.variant)
+
+    def gate_row(self, run: ProtocolRun, measured: Mapping[str, Any]) -> Any:
+        from .gate import judge
+        from .instrument import GateRow
+
+        s = run.settings
+        return GateRow(s.folder_name, s.rung, s.state.name, s.state.variant, s.seed, judge(measured))
+
+    def summary(self, run: ProtocolRun, records: Sequence[UnitRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
+        return {"probe": run.settings.folder_name, "gate_row": self.gate_row(run, measured).as_dict(),
+                "analysis_files": list(self.result_files(run, records, measured))}
+
+    def analysis(self, run: ProtocolRun, records: Sequence[UnitRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
+        """The probe's gate row, metrics, gate and clause labels, and its analysis (``analysis.json``)."""
+        from .analysis import probe_analysis
+
+        row = self.gate_row(run, measured)
+        design = {tier: run.settings.state.approve_share for tier in TIERS}
+        return {
+            "probe": run.settings.folder_name,
+            "gate": row.as_dict(),
+            "metrics": dict(measured),
+            "gate_label": row.result.label,
+            "clauses": dict(row.result.clauses),
+            "analysis": probe_analysis(records, design),
+        }
+
+    def result_files(self, run: ProtocolRun, records: Sequence[UnitRecord],
+                     measured: Mapping[str, Any]) -> dict[str, Any]:
+        """``analysis.json`` in the run directory, and the same file in the probe directory."""
+        return {ANALYSIS_FILE: lambda: self.analysis(run, records, measured),
+                f"{run.settings.folder_name}/{ANALYSIS_FILE}": lambda: run.read_json(ANALYSIS_FILE)}
+
+
+PROTOCOL = LadderProtocol(HERE)
+PREREG = PROTOCOL.prereg
+GATE = PROTOCOL.classifications["gate"]
+CLAUSES = {key[-1]: block for key, block in PROTOCOL.breakdowns.items()}
+INSTRUMENT = classification(PREREG, "instrument")
+RETUNE_RULE = classification(PREREG, "retune_rule")

@@ -1,7 +1,7 @@
-"""Probe ledgers: the 23-field unit record, the per-probe metadata file, probe directories and the reader.
+"""Probe directories: the per-probe metadata file, the directory names and the reader of one or several probes.
 
-A probe directory holds ``units.jsonl`` (one :class:`UnitRecord` per episode,
-append-only, fsync per line, resumable) and ``metadata.json`` (one
+A probe directory holds ``units.jsonl`` (one :class:`~benchmarks.ladder.protocol.UnitRecord`
+per episode, append-only, fsync per line, resumable) and ``metadata.json`` (one
 :class:`ProbeMetadata`).  A v2 probe directory's name starts with ``v2-``, a
 v1 one's with ``v1-``; :func:`read_probes` refuses to return v1 and v2 probes
 together, so no table or statistic can pool them.
@@ -10,53 +10,20 @@ together, so no table or statistic can pool them.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Literal, Mapping, Sequence
 
 from benchmarks.core import atomic_write_json, read_ledger
 from benchmarks.core._typed import TypedDataError, from_dict
 
-from .protocol import LadderError
+from .protocol import RECORD_FIELDS, UNITS_FILE, VARIANTS, LadderError, UnitRecord, probe_dir_name
 
-UNITS_FILE = "units.jsonl"
 METADATA_FILE = "metadata.json"
-VARIANTS = ("v1", "v2")
 
-
-@dataclass(frozen=True)
-class UnitRecord:
-    """One probe unit (one episode shown to the worker once): a line of ``units.jsonl``."""
-
-    SCHEMA_VERSION: ClassVar[int] = 1
-
-    unit_id: str  # "t<tier>-<index:03d>": the ledger key
-    rung: str  # the model as named on the command line (registry name, openai:MODEL@URL, ...)
-    model_revision: str  # immutable revision of that model (commit sha or sha256 content hash)
-    generator_variant: Literal["v1", "v2"]  # never pooled across
-    generator_state: str  # name of the frozen generator state
-    state_hash: str  # sha256 of that state's dial constants
-    seed: int  # the probe's tuning seed
-    condition: Literal["autonomous"]  # the worker alone
-    supervisor: None  # always null: no supervisor sits in a probe
-    tier: int  # 1-5, the irreversibility gradient
-    family: str  # the task family of that tier
-    episode_index: int  # index of the episode within its tier for this seed
-    depth: int  # the episode's declared composition depth k
-    checks: int  # number of checks the verdict depends on
-    episode_sha256: str  # sha256 of the canonical JSON of the worker-visible fact dictionary
-    ground_truth: Literal["approve", "reject"]  # the generator's verdict, confirmed by the evaluator
-    prompt_sha256: str  # sha256 of the canonical JSON of the chat sent
-    response_text: str  # the raw answer text ("" when none came)
-    finish_reason: str  # stop, length, error or none, as the backend reported it
-    error_code: str | None  # the backend's coded failure (timeout, http_error, ...), else null
-    decision: Literal["approve", "reject"] | None  # parse_decision(response_text); null when errored or unparsed
-    outcome: Literal["correct", "wrong", "unparsed", "errored", "timeout"]  # the coded outcome the shares count
-    latency_s: float  # wall-clock seconds the backend took for this unit
-
-
-RECORD_FIELDS = tuple(f.name for f in fields(UnitRecord))
-assert len(RECORD_FIELDS) == 23, RECORD_FIELDS
+__all__ = ["METADATA_FILE", "RECORD_FIELDS", "UNITS_FILE", "VARIANTS", "Probe", "ProbeMetadata", "UnitRecord",
+           "find_probes", "outcome_counts", "probe_dir_name", "read_metadata", "read_probe", "read_probes",
+           "write_metadata"]
 
 
 @dataclass(frozen=True)
@@ -86,14 +53,6 @@ class ProbeMetadata:
         data = asdict(self)
         data["schema_version"] = self.SCHEMA_VERSION
         return data
-
-
-def probe_dir_name(variant: str, state: str, seed: int) -> str:
-    """``v2-<state>-seed<seed>``; the variant prefix is added unless the state name already carries it."""
-    if variant not in VARIANTS:
-        raise LadderError(f"generator variant must be one of {VARIANTS}, got {variant!r}")
-    stem = state if state.startswith(f"{variant}-") else f"{variant}-{state}"
-    return f"{stem}-seed{seed}"
 
 
 def write_metadata(folder: Path, metadata: ProbeMetadata) -> None:

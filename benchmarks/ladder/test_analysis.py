@@ -5,6 +5,13 @@ import math
 import pytest
 
 from .analysis import required_depth_window
+from .protocol import ANALYSIS_FILE
+
+
+@pytest.fixture(scope="session")
+def analysis(run, result_files):
+    """The probe's ``analysis.json``, as written into the run directory."""
+    return run.read_json(ANALYSIS_FILE)
 
 
 def _record(record_property, prefix, values):
@@ -13,9 +20,9 @@ def _record(record_property, prefix, values):
             record_property(f"{prefix}.{key}", value)
 
 
-def test_failure_signature(analysis, probe, record_property):
+def test_failure_signature(analysis, records, record_property):
     report = analysis["analysis"]
-    scored = [u for u in probe.units if u.outcome in ("correct", "wrong", "unparsed")]
+    scored = [u for u in records if u.outcome in ("correct", "wrong", "unparsed")]
     errors = [u for u in scored if u.outcome != "correct"]
     assert report["errors"] == len(errors) and report["scored_units"] == len(scored)
     if errors:
@@ -30,9 +37,9 @@ def test_failure_signature(analysis, probe, record_property):
                                             "error_on_rejectable") if report[k] is not None})
 
 
-def test_approve_rate_by_tier(analysis, probe, record_property):
+def test_approve_rate_by_tier(analysis, records, record_property):
     for tier, cell in analysis["analysis"]["tiers"].items():
-        units = [u for u in probe.units if u.tier == int(tier) and u.outcome in ("correct", "wrong", "unparsed")]
+        units = [u for u in records if u.tier == int(tier) and u.outcome in ("correct", "wrong", "unparsed")]
         if not units:
             continue
         assert cell["approve_rate"] == pytest.approx(sum(u.decision == "approve" for u in units) / len(units))

@@ -7,6 +7,7 @@ Probes here are hand-written ledgers with chosen outcomes per tier, so each rule
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.core import Ledger, LedgerTornError, canonical_json, read_ledger
+from benchmarks.core import Ledger, LedgerTornError, Run, canonical_json, read_ledger
+from benchmarks.core.protocol import ProtocolRun, UsageProblem, identity_conflicts
 from benchmarks.core.selfcheck import run_rescorer
 
 from .gate import gate_metrics, judge
@@ -35,6 +37,7 @@ from .instrument import (
 from .protocol import (
     HERE,
     PREREG,
+    PROTOCOL,
     LadderError,
     check_probe_seed,
     code_outcome,
@@ -425,39 +428,73 @@ def test_retune_against_the_generators_registered_dials(tmp_path) -> None:
 # --------------------------------------------------------------------------- command-line options
 
 
-class _Options:
-    def __init__(self, **values):
-        self.values = values
-
-    def getoption(self, name, default=None):
-        return self.values.get(name, default)
+def probe_run(root: Path, model: str | None = None, **options) -> ProtocolRun:
+    """The run a session with these ``--ladder-*`` options (by option name) would make, outside pytest."""
+    return ProtocolRun(PROTOCOL, Run("ladder", "parts", root, "2026-12-01T00:00:00+00:00", HERE), model=model,
+                       options=options)
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"ladder_state": "v2-r9"}, "--ladder-state 'v2-r9' is not valid; choose one of: v1-r1, v1-max, v2-r1"),
-    ({"ladder_seed": 3}, "seed 3 is a campaign seed"),
-    ({"ladder_seed": 57}, "below the tuning-seed floor"),
-    ({"ladder_dials": ["distractors=6"]}, "name the probe it retunes with --ladder-retune-of"),
-    ({"ladder_dials": ["distractors"], "ladder_retune_of": "x"}, "write NAME=JSON_VALUE"),
-    ({"ladder_state": "v1-r1", "ladder_dials": ["invoice_lines=[9, 9]"], "ladder_retune_of": "x"}, "--ladder-dial:"),
+    ({"state": "v2-r9"}, "--ladder-state 'v2-r9' is not valid; choose one of: v1-r1, v1-max, v2-r1"),
+    ({"seed": 3}, "seed 3 is a campaign seed"),
+    ({"seed": 57}, "below the tuning-seed floor"),
+    ({"dial": ["distractors=6"]}, "name the probe it retunes with --ladder-retune-of"),
+    ({"dial": ["distractors"], "retune-of": "x"}, "write NAME=JSON_VALUE"),
+    ({"dial": ["=6"], "retune-of": "x"}, "write NAME=JSON_VALUE"),
+    ({"state": "v1-r1", "dial": ["invoice_lines=[9, 9]"], "retune-of": "x"}, "--ladder-dial: dial 'invoice_lines'"),
+    ({"units-per-tier": 0}, "--ladder-units-per-tier must be at least 1, got 0"),
+    ({"timeout": 0.0}, "--ladder-timeout must be more than 0 seconds"),
+    ({"fleet": ["R0"]}, "--ladder-fleet 'R0': write LABEL=MODEL"),
+    ({"round-dir": "/no/such/folder"}, "--ladder-round-dir=/no/such/folder: not a folder"),
 ])
-def test_bad_probe_options_are_usage_errors(options, message) -> None:
-    from .conftest import settings_from
-
-    with pytest.raises(pytest.UsageError, match=message.replace("(", r"\(").replace("[", r"\[")):
-        settings_from(_Options(**options))
+def test_bad_probe_options_are_usage_problems(tmp_path, options, message) -> None:
+    with pytest.raises(UsageProblem, match=re.escape(message)):
+        probe_run(tmp_path, **options)
 
 
-def test_default_options_are_the_preregistered_probe() -> None:
-    from .conftest import settings_from
-
-    settings = settings_from(_Options())
+def test_default_options_are_the_preregistered_probe(tmp_path) -> None:
+    run = probe_run(tmp_path)
+    settings = run.settings
     assert (settings.state.name, settings.seed, settings.units_per_tier, settings.max_tokens, settings.timeout_s) == (
         "v2-r2", 202, 30, 8192, 600.0)
-    assert settings.deviations == () and settings.folder_name == "v2-r2-seed202"
-    shorter = settings_from(_Options(ladder_units_per_tier=2, ladder_max_tokens=16, benchmark_model="m"))
-    assert shorter.deviations == ("rung 'm' instead of the preregistered 'smollm2-135m-instruct'",
-                                  "2 units per tier instead of 30", "max_tokens 16 instead of 8192")
+    assert run.deviations == [] and settings.folder_name == "v2-r2-seed202"
+    assert PROTOCOL.ledger_name(run) == "v2-r2-seed202/units.jsonl"
+    shorter = probe_run(tmp_path, model="m", **{"units-per-tier": 2, "max-tokens": 16})
+    assert shorter.deviations == ["model 'm' instead of the preregistered 'smollm2-135m-instruct'",
+                                  "2 units per tier instead of 30", "max_tokens 16 instead of 8192"]
+
+
+def test_the_run_identity_holds_every_setting_a_probe_is_resumed_on(tmp_path) -> None:
+    """What metadata.json compares (rung, state, state hash, seed, units per tier, max tokens, timeout,
+    retune_of, dials) is in the settings every ledger line carries; the batch size and the round-mode
+    options are not (they change no unit's outcome)."""
+    base = probe_run(tmp_path, model="ladder-worker-a0.984-seed8")
+    assert sorted(base.settings_record) == ["dials", "generator_state", "generator_variant", "max_tokens",
+                                            "retune_of", "rung", "seed", "state_hash", "timeout_s", "units_per_tier"]
+    assert base.identity()["settings"] == base.settings_record
+    assert json.loads(json.dumps(base.settings_record)) == base.settings_record
+    same = probe_run(tmp_path, model="ladder-worker-a0.984-seed8", **{"batch-size": 4, "fleet": ["R0=x"]})
+    assert same.identity() == base.identity()
+    retuned = probe_run(tmp_path, model="ladder-worker-a0.984-seed8", state="v1-r1", seed=102,
+                        dial=["distractors=6"], **{"retune-of": "v1-r1-seed101"})
+    assert retuned.settings_record["dials"]["distractors"] == 6 and retuned.settings.folder_name == "v1-r1-retune-seed102"
+    conflicts = identity_conflicts(base.identity(), retuned.identity())
+    for key in ("generator_state", "generator_variant", "seed", "state_hash", "retune_of"):
+        assert any(c.startswith(f"{key}: ") for c in conflicts), (key, conflicts)
+    assert any(c.startswith("fixture set ") or c.startswith("fixtures: ") for c in conflicts)
+
+
+def test_units_are_the_probe_episodes_with_their_fixture_set(tmp_path) -> None:
+    run = probe_run(tmp_path, **{"units-per-tier": 2})
+    keys = [PROTOCOL.unit_key(u) for u in run.units]
+    assert keys == [f"t{tier}-{i:03d}" for tier in range(1, 6) for i in range(2)]
+    [(name, fixture)] = run.fixture_sets.items()
+    assert name == "ladder-v2-r2-seed202"
+    assert fixture["generator"]["state_hash"] == run.settings.state.state_hash
+    assert [e["episode_id"] for e in fixture["episodes"]] == [u.episode_id for u in run.units]
+    assert PROTOCOL.scripted_answer(run, run.units[0]) == [bool(c.passes) for c in run.units[0].checks]
+    chat = PROTOCOL.chat(run, run.units[0])
+    assert chat[0]["content"].startswith("You are an operations agent") and run.units[0].case_text.rstrip() in chat[1]["content"]
 
 
 # --------------------------------------------------------------------------- properties: suite and rescorer agree

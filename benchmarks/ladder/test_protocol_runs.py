@@ -1,16 +1,18 @@
-"""End-to-end ladder probes through pytester: the simulated fleet on one v2 round, coded outcomes, seed
-refusal and resumption, each checked against the independent rescorer."""
+"""End-to-end ladder probes through pytester: the simulated fleet on one v2 round, coded outcomes, a probe
+whose every unit errored, usage errors, resumption and refused resumes, each checked against the
+independent rescorer."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks.core.rundir import SUITE_ROOT
-from benchmarks.core.selfcheck import outcomes_by_name, read_report, run_protocol, run_rescorer
+from benchmarks.core.selfcheck import expected_pattern, outcomes_by_name, read_report, run_protocol, run_rescorer
 
 from .instrument import NOT_PROVEN, gate_table, instrument_verdict
 from .protocol import CLAUSES, GATE, HERE, INSTRUMENT, PREREG
@@ -49,8 +51,28 @@ class Flaky(LanguageModel):
         return out
 
 
+class Down(Flaky):
+    """Every request fails with a coded HTTP error: no unit carries a decision."""
+
+    def describe(self):
+        return ModelDescription(id="scripted-ladder-down", revision="sha256:" + "2" * 64, backend="scripted")
+
+    def score_and_generate(self, prompts, choices=None, settings=None):
+        return [Response(index=i, finish_reason="error", error="http_error", error_detail="HTTP 503")
+                for i in range(len(prompts))]
+
+
 models.register_model("scripted-ladder-flaky", "test", "coded outcomes", lambda **_: Flaky())
+models.register_model("scripted-ladder-down", "test", "every unit errored", lambda **_: Down())
 '''
+
+#: The generated completeness checks (benchmarks.core) and the probe's own (test_completeness.py).
+COMPLETENESS = ["test_every_unit_recorded_once", "test_records_carry_the_run_identity", "test_records_file_written",
+                "test_provenance_complete", "test_fixtures_file_written", "test_summary_file_written",
+                "test_result_files_written", "test_units_match_the_generator_and_its_evaluator",
+                "test_condition_is_autonomous", "test_seed_hygiene", "test_outcomes_coded_and_parsed",
+                "test_metadata_written", "test_analysis_files_written"]
+ANALYSIS = ["test_failure_signature", "test_approve_rate_by_tier", "test_per_check_accuracy_and_depth_window"]
 
 
 def run_ladder(pytester: pytest.Pytester, results: Path, *args: str) -> pytest.RunResult:
@@ -60,6 +82,10 @@ def run_ladder(pytester: pytest.Pytester, results: Path, *args: str) -> pytest.R
 
 def report_of(results: Path) -> dict[str, Any]:
     return read_report(results, "ladder")[0]
+
+
+def run_dir_of(results: Path) -> Path:
+    return read_report(results, "ladder")[1]
 
 
 outcomes = outcomes_by_name
@@ -72,8 +98,28 @@ def rescore(*folders: Path) -> dict[str, Any]:
 def expected_rule_pattern(label: str) -> dict[str, str]:
     """Pass before the decided rule, fail at it (unless it is the passing state), skip after it."""
     index = GATE.labels.index(label) if label in GATE.labels else len(GATE.labels)
-    return {f"test_gate_rule[{rule}]": "passed" if i < index else ("failed" if i == index else "skipped")
+    return {f"test_gate[{rule}]": "passed" if i < index else ("failed" if i == index else "skipped")
             for i, rule in enumerate(GATE.labels)}
+
+
+def clause_test(clause: str) -> str:
+    """The generated test of a clause's one rule, e.g. ``test_clause_a[A_OVERALL_OUT_OF_BAND]``."""
+    return f"test_clause_{clause}[{CLAUSES[clause].labels[0]}]"
+
+
+def digest_tree(folder: Path) -> dict[str, str]:
+    """sha256 of every file under ``folder`` (hidden lock files and the probe directory included)."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def usage_line(result: pytest.RunResult) -> str:
+    """The one line a usage error prints (exit status 4, no test run)."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    lines = [line for line in (result.stdout.str() + result.stderr.str()).splitlines() if "cannot run:" in line]
+    assert len(lines) == 1, lines
+    assert not re.search(r"\b\d+ (passed|failed|errors?|skipped)\b", result.stdout.str()), result.stdout.str()
+    return lines[0]
 
 
 def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path, record_property) -> None:
@@ -89,13 +135,12 @@ def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path, r
         assert protocol["status"] == "complete", result.stdout.str()
         gate = protocol["classifications"]["gate"]["outcome"]["label"]
         tests = outcomes(report)
-        assert {k: v for k, v in tests.items() if k.startswith("test_gate_rule")} == expected_rule_pattern(gate)
-        others = {k: v for k, v in tests.items() if not k.startswith(("test_gate_rule", "test_clause"))}
-        assert len(others) == 11 and set(others.values()) == {"passed"}, others  # completeness and analysis
+        assert {k: v for k, v in tests.items() if k.startswith("test_gate[")} == expected_rule_pattern(gate)
+        others = {k: v for k, v in tests.items() if not k.startswith(("test_gate[", "test_clause_"))}
+        assert others == {name: "passed" for name in COMPLETENESS + ANALYSIS}, others
         for clause, classification in CLAUSES.items():
             fired = protocol["classifications"][f"clause_{clause}"]["outcome"]["label"]
-            rule = classification.labels[0]
-            assert tests[f"test_clause[{clause}:{rule}]"] == ("passed" if fired == classification.passing else "failed")
+            assert tests[clause_test(clause)] == ("passed" if fired == classification.passing else "failed")
         [folder] = find_probes(results)
         assert folder.name == f"{state}-seed{seed}"
         rescored = rescore(folder)["probes"][0]
@@ -128,14 +173,12 @@ def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path, r
 
     # The same verdict as preregistered rule tests over the round directory.
     results = tmp_path / "instrument-run"
-    pytester.makepyfile(scenario_models=SCENARIO_MODELS)
-    result = pytester.runpytest_subprocess(
-        str(HERE / "test_instrument.py"), f"--rootdir={SUITE_ROOT}", f"--results-dir={results}",
-        f"--ladder-round-dir={tmp_path / 'fleet'}", "-p", "no:cacheprovider", "-p", "no:randomly")
+    result = run_protocol(pytester, HERE / "test_instrument.py", results, f"--ladder-round-dir={tmp_path / 'fleet'}")
     protocol = report_of(results)["benchmark"]["protocols"]["ladder"]
     assert protocol["status"] == "complete", result.stdout.str()
     assert protocol["classifications"]["instrument"]["outcome"]["label"] == verdict.label
     assert protocol["classifications"]["retune_rule"]["outcome"]["label"] == "RETUNE_RULE_HELD"
+    assert json.loads((run_dir_of(results) / "instrument.json").read_text())["instrument"]["label"] == verdict.label
     tests = outcomes(report_of(results))
     fired = INSTRUMENT.labels.index(verdict.label)
     assert [tests[f"test_instrument_rule[{label}]"] for label in INSTRUMENT.labels] == [
@@ -177,30 +220,74 @@ def test_coded_outcomes_are_counted(pytester: pytest.Pytester, tmp_path: Path) -
     assert "deviations" in report["benchmark"]["protocols"]["ladder"]["provenance"]["extra"]
 
 
+def test_probe_whose_every_unit_errored_is_a_complete_run(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Every call fails with a coded error: the gate is decided by its first rule (ERRORED_UNITS_OVER_LIMIT)
+    without reading an error share; the clauses whose share has no scored unit skip, naming the metric."""
+    results = tmp_path / "results"
+    result = run_ladder(pytester, results, "--model", "scripted-ladder-down")
+    report = report_of(results)
+    protocol = report["benchmark"]["protocols"]["ladder"]
+    assert protocol["status"] == "complete", result.stdout.str()
+    assert protocol["classifications"]["gate"]["outcome"]["label"] == "ERRORED_UNITS_OVER_LIMIT"
+    tests = outcomes(report)
+    assert [tests[f"test_gate[{label}]"] for label in GATE.labels] == expected_pattern(GATE, "ERRORED_UNITS_OVER_LIMIT")
+    assert {c: tests[clause_test(c)] for c in "abcd"} == {"a": "skipped", "b": "skipped", "c": "failed", "d": "failed"}
+    reasons = {t["nodeid"].split("::")[-1]: t["call"]["longrepr"] for t in report["tests"] if t["outcome"] == "skipped"}
+    assert "clause_a is undefined: metric 'overall_error' was not measured" in reasons[clause_test("a")]
+    assert "clause_b is undefined: metric 'tier45_error' was not measured" in reasons[clause_test("b")]
+    assert {name: tests[name] for name in COMPLETENESS} == {name: "passed" for name in COMPLETENESS}
+    assert tests["test_failure_signature"] == tests["test_approve_rate_by_tier"] == "passed"
+    assert tests["test_per_check_accuracy_and_depth_window"] == "skipped"  # no scored approvable unit
+    run_dir = run_dir_of(results)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["classifications"]["gate"] == "ERRORED_UNITS_OVER_LIMIT"
+    assert sorted(summary["classification_problems"]) == ["clause_a", "clause_b"]
+    [folder] = find_probes(results)
+    units = [json.loads(line) for line in (folder / UNITS_FILE).read_text().splitlines()]
+    assert len(units) == 150 and {u["outcome"] for u in units} == {"errored"}
+    rescored = rescore(folder)["probes"][0]
+    assert rescored["gate"] == "ERRORED_UNITS_OVER_LIMIT" and rescored["mismatched_units"] == []
+    assert rescored["clauses"] == {"a": "UNDEFINED", "b": "UNDEFINED", "c": "C_GRADIENT_TOO_FLAT",
+                                   "d": "D_ERRORED_OVER_LIMIT"}
+
+
 def test_campaign_seed_stops_the_probe(pytester: pytest.Pytester, tmp_path: Path) -> None:
     result = run_ladder(pytester, tmp_path / "results", "--model", SIMULATED_FLEET["R1"], "--ladder-seed", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    text = result.stdout.str() + result.stderr.str()
-    assert "ladder probe cannot run: seed 2 is a campaign seed (1, 2, 3)" in text
-    assert not list((tmp_path / "results").rglob("units.jsonl"))
+    assert "Capability ladder cannot run: seed 2 is a campaign seed (1, 2, 3)" in usage_line(result)
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--ladder-state", "v2-r9"), "--ladder-state 'v2-r9' is not valid; choose one of: v1-r1, v1-max, v2-r1, v2-r2"),
+    (("--ladder-state", "v1-r1", "--ladder-dial", "distractors=6"),
+     "--ladder-dial moves dials only in a retune; name the probe it retunes with --ladder-retune-of"),
+])
+def test_bad_probe_options_stop_before_any_test(pytester: pytest.Pytester, tmp_path: Path, args, message) -> None:
+    result = run_ladder(pytester, tmp_path / "results", "--model", SIMULATED_FLEET["R1"], *args)
+    assert f"Capability ladder cannot run: {message}" in usage_line(result)
+    assert not (tmp_path / "results").exists()
 
 
 def test_killed_probe_resumes_without_loss_or_duplicates(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """A ledger cut mid-record (as a killed writer leaves it) resumes to exactly 150 units, then agrees with the
-    rescorer; the v1 retune path (registered dial, re-probe seed) is exercised on the way."""
+    rescorer; the v1 retune path (registered dial, re-probe seed) is exercised on the way.  The finished run
+    cannot be resumed under other settings: refused at collection, every file left as it was."""
     results = tmp_path / "results"
     args = ("--model", SIMULATED_FLEET["R1"], "--ladder-state", "v1-r1", "--ladder-seed", "102",
             "--ladder-retune-of", "v1-r1-seed101", "--ladder-dial", "distractors=6", "--run-id", "resume-me")
     run_ladder(pytester, results, *args)
     [folder] = find_probes(results)
     assert folder.name == "v1-r1-retune-seed102"
+    run_dir = results / "ladder" / "resume-me"
+    first = json.loads((run_dir / "summary.json").read_text())
     ledger = folder / UNITS_FILE
     lines = ledger.read_bytes().splitlines(keepends=True)
     ledger.write_bytes(b"".join(lines[:70]) + lines[70][:40])
-    (results / "ladder" / "resume-me" / "report.json").unlink()
-    (results / "ladder" / "resume-me" / "analysis.json").unlink()
-    (folder / "analysis.json").unlink()
-    run_ladder(pytester, results, *args)
+    for name in ("report.json", "summary.json", "analysis.json", f"{folder.name}/analysis.json"):
+        (run_dir / name).unlink()  # a killed run has written none of its results
+    result = run_ladder(pytester, results, *args)
+    assert report_of(results)["benchmark"]["protocols"]["ladder"]["status"] == "complete", result.stdout.str()
     units = [json.loads(line) for line in ledger.read_text().splitlines()]
     assert len(units) == 150 == len({u["unit_id"] for u in units})
     assert list(folder.glob("units.jsonl.torn-*"))
@@ -208,7 +295,33 @@ def test_killed_probe_resumes_without_loss_or_duplicates(pytester: pytest.Pytest
     assert metadata["retune_of"] == "v1-r1-seed101" and metadata["dials"]["distractors"] == 6
     assert metadata["generator_variant"] == "v1"
     assert rescore(folder)["probes"][0]["mismatched_units"] == []
+    resumed = json.loads((run_dir / "summary.json").read_text())
+    assert resumed["classifications"] == first["classifications"] and resumed["metrics"] == first["metrics"]
     # The finished probe cannot be re-read under other settings.
+    before = digest_tree(run_dir)
     result = run_ladder(pytester, results, *args, "--ladder-max-tokens", "64")
-    assert "max_tokens: 8192 -> 64" in result.stdout.str()
+    line = usage_line(result)
+    assert "Capability ladder cannot run: run resume-me" in line and "max_tokens: 8192 -> 64" in line
+    assert digest_tree(run_dir) == before
     assert len(ledger.read_text().splitlines()) == 150
+
+
+@pytest.mark.parametrize("sidecars", ["kept", "deleted"])
+def test_resume_with_another_model_is_refused_before_any_write(pytester: pytest.Pytester, tmp_path: Path,
+                                                              sidecars: str) -> None:
+    """Every ledger line carries the run's identity, so the refusal holds without provenance.json and
+    metadata.json; the existing run's files stay byte-identical."""
+    results = tmp_path / "results"
+    common = ("--ladder-units-per-tier", "2", "--run-id", "mine")
+    run_ladder(pytester, results, "--model", SIMULATED_FLEET["R1"], *common)
+    run_dir = results / "ladder" / "mine"
+    [folder] = find_probes(results)
+    if sidecars == "deleted":
+        (run_dir / "provenance.json").unlink()
+        (folder / "metadata.json").unlink()
+    before = digest_tree(run_dir)
+    result = run_ladder(pytester, results, "--model", SIMULATED_FLEET["R2"], *common)
+    line = usage_line(result)
+    assert f"model: {SIMULATED_FLEET['R1']!r} -> {SIMULATED_FLEET['R2']!r}" in line
+    assert f"rung: {SIMULATED_FLEET['R1']!r} -> {SIMULATED_FLEET['R2']!r}" in line
+    assert digest_tree(run_dir) == before

@@ -1,6 +1,6 @@
 """A real served rung: `transformers serve` on 127.0.0.1 with the bundled SmolLM2, probed over the
 OpenAI-compatible backend with a few units per tier; then the same server with a deadline it cannot meet,
-so that timeouts are coded units in the ledger and clause d counts them."""
+so that timeouts are coded units in the ledger, clause d counts them, and the run is complete."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from models import bundled_folder, serve_locally
 
 from .records import UNITS_FILE, find_probes
-from .test_protocol_runs import outcomes, report_of, rescore, run_ladder
+from .test_protocol_runs import clause_test, outcomes, report_of, rescore, run_ladder
 
 UNITS_PER_TIER = 1
 MAX_TOKENS = 24
@@ -59,12 +59,15 @@ def test_served_smollm2_rung(pytester: pytest.Pytester, tmp_path: Path, served_s
 def test_served_rung_timeouts_are_coded(pytester: pytest.Pytester, tmp_path: Path, served_smollm) -> None:
     base_url, name = served_smollm
     results = tmp_path / "results"
-    run_ladder(pytester, results, "--model", f"openai:{name}@{base_url}", "--ladder-units-per-tier", "1",
-               "--ladder-max-tokens", str(MAX_TOKENS), "--ladder-timeout", "0.05")
+    result = run_ladder(pytester, results, "--model", f"openai:{name}@{base_url}", "--ladder-units-per-tier", "1",
+                        "--ladder-max-tokens", str(MAX_TOKENS), "--ladder-timeout", "0.05")
     protocol = report_of(results)["benchmark"]["protocols"]["ladder"]
+    assert protocol["status"] == "complete", result.stdout.str()
     [folder] = find_probes(results)
     units = [json.loads(line) for line in (folder / UNITS_FILE).read_text().splitlines()]
     assert len(units) == 5 and {u["outcome"] for u in units} == {"timeout"}
     assert {u["error_code"] for u in units} == {"timeout"} and {u["decision"] for u in units} == {None}
     assert protocol["classifications"]["gate"]["outcome"]["label"] == "ERRORED_UNITS_OVER_LIMIT"
+    tests = outcomes(report_of(results))
+    assert [tests[clause_test(c)] for c in "abcd"] == ["skipped", "skipped", "failed", "failed"]  # a, b undefined
     assert rescore(folder)["probes"][0]["gate"] == "ERRORED_UNITS_OVER_LIMIT"
