@@ -504,7 +504,7 @@ class ProtocolRun(Generic[U, R]):
         if not self.location.is_dir():
             return
         current = self.identity(revision)
-        where = f"{self.protocol.label}: run {self.run_id}"
+        where = f"run {self.run_id}"
         try:
             identities = read_identities(self.ledger_path)
         except LedgerCorruptError as exc:
@@ -557,6 +557,7 @@ class ProtocolRun(Generic[U, R]):
         revision = str(description.get("revision") or "")
         self.check_resume(revision)
         identity = self.identity(revision)
+        self.write_fixtures()
         self.run.record_provenance(
             model=description,
             seeds=self.protocol.seeds(self),
@@ -573,14 +574,15 @@ class ProtocolRun(Generic[U, R]):
         """Every unit's record: measured now for the units not yet in the ledger, under the run's lock."""
         protocol = self.protocol
         units = self.units
-        self.write_fixtures()
         with self.lock("measure"):
             self.check_resume()
             self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
             with Ledger(self.ledger_path, protocol.record_type, protocol.record_key) as ledger:
                 todo = [u for u in units if protocol.unit_key(u) not in ledger]
                 wanted = {protocol.unit_key(u) for u in todo}
-                if todo:
+                if not todo:
+                    self.write_fixtures()
+                else:
                     self._ledger = ledger
                     try:
                         protocol.run_units(self, todo, lambda record: self._append(ledger, record, wanted))
@@ -593,7 +595,6 @@ class ProtocolRun(Generic[U, R]):
         """Record ``records`` as measured by the model ``description`` (for tools and self-checks that
         build records without a model): the same checks, provenance, identity and ledger as a measurement."""
         protocol = self.protocol
-        self.write_fixtures()
         with self.lock("measure"):
             self.check_resume()
             self.ledger_path.parent.mkdir(parents=True, exist_ok=True)

@@ -72,8 +72,10 @@ class Run:
 
     @contextlib.contextmanager
     def lock(self, name: str, timeout: float = -1) -> Iterator[None]:
-        """Hold an inter-process lock named ``name`` for this run."""
-        with FileLock(str(self.path(f".{name}.lock")), timeout=timeout):
+        """Hold an inter-process lock named ``name`` for this run (``sub/name`` locks beside ``sub/name``)."""
+        target = self.path(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target.parent / f".{target.name}.lock"), timeout=timeout):
             yield
 
     def once(self, name: str, compute: Callable[[], Any]) -> Any:

@@ -20,13 +20,19 @@ import pytest
 from .rules import Classification
 from .rundir import SUITE_ROOT
 
-__all__ = ["expected_pattern", "outcomes_by_name", "read_report", "run_protocol", "run_rescorer"]
+__all__ = ["expected_pattern", "outcomes_by_name", "project_root", "read_report", "run_protocol", "run_rescorer"]
+
+
+def project_root(folder: Path) -> Path:
+    """The nearest folder at or above ``folder`` with a ``pyproject.toml`` (the suite's root for its protocols)."""
+    folder = Path(folder).resolve()
+    return next((p for p in [folder, *folder.parents] if (p / "pyproject.toml").is_file()), SUITE_ROOT)
 
 
 def run_protocol(pytester: pytest.Pytester, protocol_dir: Path, results: Path, *args: str,
                  timeout: float | None = None) -> pytest.RunResult:
     """Run the tests in ``protocol_dir`` marked ``cpu`` in a fresh pytest process, results under ``results``."""
-    command = [str(protocol_dir), "-m", "cpu", f"--rootdir={SUITE_ROOT}", f"--results-dir={results}",
+    command = [str(protocol_dir), "-m", "cpu", f"--rootdir={project_root(protocol_dir)}", f"--results-dir={results}",
                "-p", "no:cacheprovider", "-p", "no:randomly", *args]
     return pytester.runpytest_subprocess(*command, timeout=timeout)
 

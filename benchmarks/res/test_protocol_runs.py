@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -164,3 +165,44 @@ def test_two_xdist_workers_share_one_measurement(pytester: pytest.Pytester, tmp_
     assert rules == [P, P, P, P, P, S] and set(completeness.values()) == {"passed"}
     lines = (run_dir / "records.jsonl").read_text().splitlines()
     assert len(lines) == 64 == len({json.loads(line)["item_id"] for line in lines})
+
+
+def test_the_old_fixture_set_flag_still_works(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """``--fixture-set`` is kept as an alias of ``--res-fixture-set`` for one release."""
+    _, _, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--fixture-set", "balanced")
+    assert json.loads((run_dir / "summary.json").read_text())["fixture_set"] == "balanced"
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("sidecars", ["kept", "deleted"])
+def test_a_resume_with_another_model_is_refused_before_any_write(pytester: pytest.Pytester, tmp_path: Path,
+                                                                  sidecars: str) -> None:
+    """The records themselves carry the model: with or without provenance.json and summary.json, a resume
+    with another model stops before any test with one line, and every file of the run stays as it was."""
+    _, _, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--run-id", "first")
+    if sidecars == "deleted":
+        for name in ("provenance.json", "summary.json", "fixtures.json"):
+            (run_dir / name).unlink()
+    before = tree_digest(run_dir)
+    result = run_protocol(pytester, HERE, tmp_path / "results", "-p", "scenario_models",
+                          "--model", "scripted-constant", "--run-id", "first")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert ("RES cannot run: run first was started with other settings "
+            "(model: 'scripted-oracle' -> 'scripted-constant')") in text
+    assert tree_digest(run_dir) == before
+
+
+def test_a_resume_with_another_fixture_set_is_refused(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    _, _, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--run-id", "first")
+    before = tree_digest(run_dir)
+    result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-oracle", "--run-id", "first",
+                          "--res-fixture-set", "balanced")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert "fixture_set: 'preregistered' -> 'balanced'" in text
+    assert tree_digest(run_dir) == before
