@@ -67,15 +67,20 @@ def _schema_version(schema: type) -> int:
     return version
 
 
-def _parse_line(line: bytes, schema: type, path: Path, number: int) -> tuple[Any, dict[str, Any] | None]:
-    """The record of one whole line and its identity object (None when the line carries none)."""
-    where = f"{path}: line {number}"
+def _json_object(line: bytes, where: str) -> dict[str, Any]:
     try:
         data = json.loads(line)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise LedgerCorruptError(f"{where}: not JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise LedgerCorruptError(f"{where}: a record must be a JSON object")
+    return data
+
+
+def _parse_line(line: bytes, schema: type, path: Path, number: int) -> tuple[Any, dict[str, Any] | None]:
+    """The record of one whole line and its identity object (None when the line carries none)."""
+    where = f"{path}: line {number}"
+    data = _json_object(line, where)
     identity = data.pop(IDENTITY_KEY, None)
     if identity is not None and not isinstance(identity, dict):
         raise LedgerCorruptError(f"{where}: '{IDENTITY_KEY}' must be a JSON object")
@@ -110,13 +115,7 @@ def read_identities(path: str | os.PathLike[str]) -> list[dict[str, Any] | None]
     data = path.read_bytes() if path.exists() else b""
     out = []
     for number, line in enumerate(data[: data.rfind(b"\n") + 1].split(b"\n")[:-1], start=1):
-        try:
-            row = json.loads(line)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise LedgerCorruptError(f"{path}: line {number}: not JSON ({exc})") from exc
-        if not isinstance(row, dict):
-            raise LedgerCorruptError(f"{path}: line {number}: a record must be a JSON object")
-        identity = row.get(IDENTITY_KEY)
+        identity = _json_object(line, f"{path}: line {number}").get(IDENTITY_KEY)
         out.append(identity if isinstance(identity, dict) else None)
     return out
 

@@ -201,7 +201,12 @@ class Protocol(Generic[U, R]):
     # ----------------------------------------------------------------- units
 
     def fixture_sets(self, run: "ProtocolRun") -> dict[str, Any]:
-        """The fixture sets this run uses, by registered name: the JSON records each set consists of."""
+        """The fixture sets this run uses, by name: the JSON records each set consists of.
+
+        A set registered in ``fixtures.FIXTURE_SETS`` goes under its registered name (its frozen hash is
+        then the one recorded); other material the units are built from (generated pairs, a probe's
+        episodes) goes under a name of the protocol's own, so that it enters the run's identity too.
+        """
         raise NotImplementedError(f"{type(self).__name__} must say which fixture sets it uses")
 
     def fixture_extras(self, run: "ProtocolRun") -> dict[str, Any]:
@@ -391,6 +396,7 @@ class ProtocolRun(Generic[U, R]):
         self.settings = protocol.configure(self)
         self.settings_record = protocol.settings_record(self.settings)
         self._fixture_sets: dict[str, Any] | None = None
+        self._fixture_hashes: dict[str, str] | None = None
         self._units: list[U] | None = None
         self._ledger: Ledger | None = None
         self._started = False
@@ -442,7 +448,9 @@ class ProtocolRun(Generic[U, R]):
 
     @property
     def fixture_hashes(self) -> dict[str, str]:
-        return {name: sha256_json(rows) for name, rows in sorted(self.fixture_sets.items())}
+        if self._fixture_hashes is None:
+            self._fixture_hashes = {name: sha256_json(rows) for name, rows in sorted(self.fixture_sets.items())}
+        return dict(self._fixture_hashes)
 
     def identity(self, revision: str | None = None) -> dict[str, Any]:
         """What every record of this run carries: model, revision, device, prereg, fixtures and settings."""

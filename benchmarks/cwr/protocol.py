@@ -1,4 +1,4 @@
-"""Fiction-CWR: preregistration schema, the five conditions' prompts, strict answer parsers, graders, records, metrics.
+"""Fiction-CWR: the protocol's science and its declaration to the protocol shape of ``benchmarks.core``.
 
 Conditions (seed table "Conditions"):
 
@@ -11,27 +11,43 @@ F, C synthesis: the pair side's prompt body verbatim; the answer is an artifact 
 
 Every prompt is a single-turn chat of its own: nothing from one answer reaches
 another prompt.  A malformed answer is a coded parse status, counted as wrong.
+
+:class:`CwrProtocol` declares the units (the P/R/E items, then the F and C
+side of every pair), their measurement in batches of one condition each (every
+condition has its own generation bound), the metrics, the baselines file and
+the summary extras; ``benchmarks.core`` runs them.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
+import models
 import worlds
-from benchmarks.core import ClassificationSpec, ModelSpec, ProtocolHeader, classification, load_prereg, sha256_bytes
+from benchmarks.core import ClassificationSpec, ModelSpec, ProtocolHeader, sha256_bytes
+from benchmarks.core.protocol import Option, Protocol, ProtocolRun, UsageProblem, finite
 from benchmarks.core.stats import paired_difference_interval
-from fixtures.cwr import E_CONTEXTS, condition_context_text, e_context
+from fixtures import FIXTURE_SETS
+from fixtures.cwr import E_CONTEXTS, condition_context_text, e_context, resolve_world
+
+from .baselines import pair_baselines
+from .pairs import MOTIF_REQUIRED, synthesis_pairs
 
 HERE = Path(__file__).resolve().parent
 
 CONDITIONS = ("P", "R", "E", "F", "C")
 CONTROL_CONDITIONS = ("P", "R", "E")
 SYNTHESIS_CONDITIONS = ("F", "C")
+#: The pair sets a preregistration may name.
+PAIR_SETS = ("showcase",)
+#: Name under which the run's F/C pairs enter ``fixtures.json`` and the run identity (built by ``worlds``,
+#: not a registered fixture set).
+PAIRS_FIXTURE = "cwr-pairs"
+BASELINES_FILE = "baselines.json"
 
 
 @dataclass(frozen=True)
@@ -69,10 +85,6 @@ class CwrPrereg:
     thresholds: dict[str, float]
     sensitivity: SensitivitySpec
     classification: ClassificationSpec
-
-
-PREREG = load_prereg(HERE / "prereg.toml", CwrPrereg)
-GATE = classification(PREREG)
 
 
 def gate_at(delta: float, tau: float):
@@ -342,6 +354,7 @@ class Unit:
     prompt_text: str  # the user message
     expected: Any  # P/R/E: the expected answer; F/C: None (every valid artifact passes)
     context: str | None = None  # E: "C", "F" or "none" (the condition context the prompt shows); None otherwise
+    target: worlds.World | None = field(default=None, repr=False, compare=False)  # F/C: the world the checker grades
 
 
 @dataclass(frozen=True)
@@ -374,17 +387,18 @@ class CwrRecord:
     context: str | None  # E: "C", "F" or "none" (E_C, E_F, context-free); None for other conditions
 
 
-def make_record(unit: Unit, prompt: str, response: Any, max_new_tokens: int, target: worlds.World | None) -> CwrRecord:
+def make_record(unit: Unit, prompt: str, response: Any, max_new_tokens: int) -> CwrRecord:
+    """The record of one unit from the model's response to its rendered prompt (F/C graded against ``unit.target``)."""
     error = getattr(response, "error", None)
     text = response.text or ""
     check_status = check_reason = check_step = None
     if error is not None:
         parse_status, parsed, correct = "generation_error", None, False
     elif unit.condition in SYNTHESIS_CONDITIONS:
-        assert target is not None
+        assert unit.target is not None, unit.item_id
         parse_status, parsed = extract_artifact(text)
         if parse_status == "ok":
-            result = worlds.check(target, parsed)
+            result = worlds.check(unit.target, parsed)
             check_status, check_step = result.status.value, result.failing_step
             check_reason = result.reason.value if result.reason else None
         correct = check_status == "VALID"
@@ -475,12 +489,6 @@ def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | 
     return out
 
 
-def finite(values: Mapping[str, Any]) -> dict[str, float]:
-    """The metrics a rule may read (None and non-finite values left out, so a rule reading one errors)."""
-    return {k: float(v) for k, v in values.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
-
-
 def sensitivity_grid(measured: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The classification at every (delta, tau) of the preregistered grid; reported, never used to choose."""
     values = finite(measured)
@@ -495,5 +503,217 @@ def sensitivity_grid(measured: Mapping[str, Any]) -> list[dict[str, Any]]:
     return grid
 
 
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+# --------------------------------------------------------------------------- units
+
+
+def spread(rows: Sequence[Any], n: int | None) -> list[Any]:
+    """``n`` rows evenly spaced over ``rows`` (all when n is None or not smaller)."""
+    if n is None or n >= len(rows):
+        return list(rows)
+    if n == 1:
+        return [rows[0]]
+    return [rows[round(i * (len(rows) - 1) / (n - 1))] for i in range(n)]
+
+
+def check_pair_set(name: str) -> str:
+    if name not in PAIR_SETS:
+        raise UsageProblem(f"unknown pair set {name!r}; available: {', '.join(PAIR_SETS)}")
+    return name
+
+
+def run_pairs() -> tuple[Any, ...]:
+    """The preregistered pair set: every showcase pair and its replicas."""
+    spec = PREREG.values.measurement
+    check_pair_set(spec.pair_set)
+    return synthesis_pairs(spec.replicas_per_pair)
+
+
+def build_units(items: Mapping[str, Sequence[Mapping[str, Any]]], pairs: Sequence[Any],
+                per_condition: int | None) -> list[Unit]:
+    """Every unit of the run in a fixed order: P, R and E items, then the F side and the C side of each pair."""
+    units: list[Unit] = []
+    for condition in CONTROL_CONDITIONS:
+        for item in spread(items[condition], per_condition):
+            world, raw = resolve_world(item["world_ref"])
+            units.append(Unit(item["item_id"], condition, item["kind"], None, item["world_ref"], world.family,
+                              control_prompt(item, world, raw), item["expected"],
+                              item["context"] if condition == "E" else None))
+    chosen = spread(list(pairs), per_condition)
+    for condition in SYNTHESIS_CONDITIONS:
+        for pair in chosen:
+            side = pair.side(condition)
+            units.append(Unit(f"{condition}:{pair.pair_id}", condition, "synthesis", pair.pair_id,
+                              f"pair:{pair.pair_id}:{condition}", side.target.family, side.prompt_text, None,
+                              target=side.target))
+    return units
+
+
+def pair_rows(pairs: Sequence[Any]) -> list[dict[str, Any]]:
+    """What a run's F/C material is, pair by pair: its targets and the sha256 of both prompt bodies."""
+    return [{"pair_id": p.pair_id, "family": p.family, "novelty": p.novelty, "flags": list(p.flags),
+             "f_target": p.f.target.id, "c_target": p.c.target.id,
+             "f_prompt_sha256": sha256_bytes(p.f.prompt_text.encode("utf-8")),
+             "c_prompt_sha256": sha256_bytes(p.c.prompt_text.encode("utf-8"))} for p in pairs]
+
+
+# --------------------------------------------------------------------------- summary extras
+
+
+def parse_status_counts(records: Sequence[CwrRecord]) -> dict[str, dict[str, int]]:
+    return {c: dict(sorted(Counter(r.parse_status for r in records if r.condition == c).items())) for c in CONDITIONS}
+
+
+def check_counts(records: Sequence[CwrRecord]) -> dict[str, dict[str, int]]:
+    """``status:reason`` counts of the checker's verdicts on F and C artifacts."""
+    return {c: dict(sorted(Counter(f"{r.check_status}:{r.check_reason}" for r in records if r.condition == c).items()))
+            for c in SYNTHESIS_CONDITIONS}
+
+
+def token_counts(records: Sequence[CwrRecord]) -> dict[str, dict[str, int]]:
+    return {c: {"prompt": sum(r.prompt_tokens or 0 for r in records if r.condition == c),
+                "generated": sum(r.generation_tokens for r in records if r.condition == c)} for c in CONDITIONS}
+
+
+# --------------------------------------------------------------------------- the protocol
+
+
+@dataclass(frozen=True)
+class CwrSettings:
+    """A run's settings beyond the preregistration's (they enter its identity)."""
+
+    max_new_tokens: dict[str, int]  # generation bound per condition actually used
+    units_per_condition: int | None  # reduced pass: units per condition; None measures every unit
+
+
+def _positive(flag: str, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise UsageProblem(f"{flag} must be a positive integer, got {value}")
+    return value
+
+
+class CwrProtocol(Protocol[Unit, CwrRecord]):
+    """Fiction-CWR on the shape of ``benchmarks.core``: P/R/E controls and paired F/C synthesis, five ordered rules."""
+
+    title = "CWR"
+    prereg_schema = CwrPrereg
+    record_type = CwrRecord
+    record_key = "item_id"
+    options = (
+        Option("max-new-tokens", "cap every condition's generation bound at this many tokens (a recorded deviation; "
+               "for quick self-checks)", type=int),
+        Option("units-per-condition", "measure only this many units per condition (P, R, E: items spread over the "
+               "set; F and C: the same pairs on both sides); a recorded deviation for quick self-checks", type=int),
+    )
+
+    # settings
+
+    def configure(self, run: ProtocolRun) -> CwrSettings:
+        """The generation bounds (the preregistered ones, or capped by the option) and the reduced-pass size."""
+        measurement = self.spec.measurement
+        bounds = dict(measurement.max_new_tokens)
+        if sorted(bounds) != sorted(CONDITIONS):
+            raise UsageProblem(f"prereg measurement.max_new_tokens must name exactly {list(CONDITIONS)}")
+        check_pair_set(measurement.pair_set)
+        cap = _positive("--cwr-max-new-tokens", run.option("max-new-tokens"))
+        if cap is not None:
+            bounds = {c: min(n, cap) for c, n in bounds.items()}
+        return CwrSettings(bounds, _positive("--cwr-units-per-condition", run.option("units-per-condition")))
+
+    def deviations(self, run: ProtocolRun) -> list[str]:
+        found = []
+        cap = run.option("max-new-tokens")
+        if cap is not None:
+            found.append(f"generation bounds capped at {cap} tokens: {run.settings.max_new_tokens} instead of "
+                         f"{dict(self.spec.measurement.max_new_tokens)}")
+        if run.settings.units_per_condition is not None:
+            found.append(f"reduced pass: {run.settings.units_per_condition} units per condition instead of all")
+        return found
+
+    def recognize_model(self, name: str) -> None:
+        from .scripted import SCENARIOS, register_scenarios
+
+        if name in SCENARIOS:
+            register_scenarios()
+
+    # units
+
+    def pairs(self) -> tuple[Any, ...]:
+        return run_pairs()
+
+    def fixture_sets(self, run: ProtocolRun) -> dict[str, Any]:
+        """The registered P/R/E item set, and the run's F/C pairs (built by ``worlds``; identified by prompt hashes)."""
+        name = self.spec.measurement.fixture_set
+        return {name: FIXTURE_SETS[name](), PAIRS_FIXTURE: pair_rows(self.pairs())}
+
+    def units(self, run: ProtocolRun) -> list[Unit]:
+        items = run.fixture_sets[self.spec.measurement.fixture_set]
+        return build_units(items, self.pairs(), run.settings.units_per_condition)
+
+    # measurement
+
+    def chat(self, run: ProtocolRun, unit: Unit) -> list[dict[str, str]]:
+        return chat(unit.prompt_text)
+
+    def answer_key(self, run: ProtocolRun):
+        from .scripted import AnswerKey
+
+        return AnswerKey()
+
+    def scripted_answer(self, run: ProtocolRun, unit: Unit) -> Unit:
+        """A scripted model is handed the unit itself (its expected answer, or its target world for F/C)."""
+        return unit
+
+    def batches(self, run: ProtocolRun, todo: Sequence[Unit]) -> Iterable[Sequence[Unit]]:
+        """Batches of one condition each, in condition order: a batch shares its condition's generation bound."""
+        step = max(1, self.batch_size(run))
+        for condition in CONDITIONS:
+            rows = [u for u in todo if u.condition == condition]
+            for start in range(0, len(rows), step):
+                yield rows[start:start + step]
+
+    def measure(self, run: ProtocolRun, model: Any, batch: Sequence[Unit]) -> list[CwrRecord]:
+        (condition,) = {u.condition for u in batch}
+        bound = run.settings.max_new_tokens[condition]
+        prompts = [model.render_chat(chat(u.prompt_text)) for u in batch]
+        responses = model.generate(prompts, models.GenerationSettings(max_new_tokens=bound))
+        return [make_record(u, prompt, response, bound) for u, prompt, response in zip(batch, prompts, responses)]
+
+    def provenance_extra(self, run: ProtocolRun) -> dict[str, Any]:
+        return {"max_new_tokens": run.settings.max_new_tokens, "units": len(run.units),
+                "pairs": [p.pair_id for p in self.pairs()]}
+
+    # results
+
+    def baselines(self, run: ProtocolRun) -> dict[str, Any]:
+        """``baselines.json``: copy, random and greedy baselines on every pair target (computed once per run)."""
+        spec = self.spec
+        return run.once(BASELINES_FILE, lambda: pair_baselines(self.pairs(), spec.baselines.random_samples,
+                                                               spec.seeds["baselines"]))
+
+    def metrics(self, run: ProtocolRun, records: Sequence[CwrRecord]) -> dict[str, Any]:
+        motif_required = {p.pair_id for p in self.pairs() if p.novelty == MOTIF_REQUIRED}
+        return metrics(records, self.baselines(run), motif_required)
+
+    def result_files(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]):
+        return {BASELINES_FILE: lambda: self.baselines(run)}
+
+    def summary(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "sensitivity": sensitivity_grid(measured),
+            "execution_by_context": {
+                f"E_{c}": {"units": measured.get(f"E_{c}.units"), "correct": measured.get(f"E_{c}.correct"),
+                           "accuracy": measured.get(f"E_{c}.accuracy")} for c in E_CONTEXTS},
+            "parse_statuses": parse_status_counts(records),
+            "synthesis_checks": check_counts(records),
+            "units": {c: sum(u.condition == c for u in run.units) for c in CONDITIONS},
+            "max_new_tokens": dict(run.settings.max_new_tokens),
+            "baselines": self.baselines(run),
+            "pairs": {p.pair_id: {"family": p.family, "novelty": p.novelty, "flags": list(p.flags),
+                                  "f_target": p.f.target.id, "c_target": p.c.target.id} for p in self.pairs()},
+            "token_counts": token_counts(records),
+        }
+
+
+PROTOCOL = CwrProtocol(HERE)
+PREREG = PROTOCOL.prereg
+GATE = PROTOCOL.classifications["classification"]

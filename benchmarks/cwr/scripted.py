@@ -1,9 +1,10 @@
 """Scripted CWR responders: an enumerator-backed solver and policies that reach each classification.
 
-A scripted model sees only the rendered prompt text.  The run builds a
-:class:`AnswerKey` mapping each rendered prompt to its unit (item id,
-condition, expected answer, and for F/C the target world), so a policy is
-handed the world by item id; it never parses the world out of the prompt.
+A scripted model sees only the rendered prompt text.  The run fills an
+:class:`AnswerKey` (``benchmarks.core``'s, one entry per unit) mapping each
+rendered prompt to its unit: item id, condition, expected answer, and for F/C
+the target world, so a policy is handed the world by item id; it never parses
+the world out of the prompt.
 
 * right answer, P/R/E: the checker-derived expected answer, written in the
   prompt's reply format;
@@ -21,11 +22,12 @@ registered here (``SCENARIOS``) mix right and wrong answers by condition.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import models
 import worlds
+from benchmarks.core import AnswerKey as CoreAnswerKey
 from models import ScriptedModel
 
 from .protocol import Unit, expected_answer_text, state_lines
@@ -39,36 +41,27 @@ def _solve(target: worlds.World) -> tuple[str, ...]:
     return solutions[0]
 
 
-@dataclass
-class AnswerKey:
-    """Rendered prompt -> (unit, target world or None)."""
+class AnswerKey(CoreAnswerKey):
+    """Rendered prompt -> its :class:`~benchmarks.cwr.protocol.Unit`; calling it writes the right answer."""
 
-    units: dict[str, tuple[Unit, Any]] = field(default_factory=dict)
-
-    def add(self, prompt: str, unit: Unit, target: Any) -> None:
-        self.units[prompt] = (unit, target)
-
-    def unit(self, prompt: str) -> tuple[Unit, Any]:
-        try:
-            return self.units[prompt]
-        except KeyError:
-            raise models.ModelError("scripted CWR model: the prompt is not one of this run's units") from None
+    def unit(self, prompt: str) -> Unit:
+        return self.lookup(prompt)
 
     def __call__(self, prompt: str) -> str:
         return self.right(prompt)
 
     def right(self, prompt: str) -> str:
-        unit, target = self.unit(prompt)
+        unit = self.unit(prompt)
         if unit.condition in ("F", "C"):
-            return "".join(step + "\n" for step in _solve(target))
+            return "".join(step + "\n" for step in _solve(unit.target))
         return expected_answer_text({"condition": unit.condition, "kind": unit.kind, "expected": unit.expected},
                                     unit.family)
 
     def wrong(self, prompt: str) -> str:
-        unit, target = self.unit(prompt)
+        unit = self.unit(prompt)
         expected = unit.expected
         if unit.condition in ("F", "C"):
-            solution = _solve(target)
+            solution = _solve(unit.target)
             return "".join(step + "\n" for step in solution[:-1]) or "# no steps\n"
         if unit.condition == "P" and unit.kind == "verdict":
             return "ANSWER: " + ("ILLEGAL" if expected["verdict"] == "LEGAL" else "LEGAL")
@@ -98,10 +91,10 @@ class ByCondition(models.Policy):
     label: str = ""
 
     def __call__(self, prompt: str) -> str:
-        unit, _ = self.key.unit(prompt)
+        unit = self.key.unit(prompt)
         right = unit.condition in self.right_on
         if right and unit.condition == "C" and self.c_right_share < 1.0:
-            pairs = sorted({u.pair_id for u, _ in self.key.units.values() if u.condition == "C"})
+            pairs = sorted({u.pair_id for u in self.key.entries.values() if u.condition == "C"})
             right = pairs.index(unit.pair_id) < round(self.c_right_share * len(pairs))
         return self.key.right(prompt) if right else self.key.wrong(prompt)
 
@@ -127,7 +120,7 @@ def _factory(name: str, right_on: tuple[str, ...], share: float) -> Callable[...
 
 
 def register_scenarios() -> None:
-    """Register the scenario models once per process."""
+    """Register the scenario models once per process (the protocol does so when a run names one)."""
     for name, (right_on, share, summary) in SCENARIOS.items():
         if models.model_kind(name) is None:
             models.register_model(name, "scripted", f"CWR scenario: {summary}", _factory(name, right_on, share))

@@ -7,8 +7,7 @@ import dataclasses
 import worlds
 
 from .baselines import COPY_FLAG, copy_baseline, greedy_baseline, pair_baselines, random_baseline
-from .conftest import run_pairs
-from .protocol import GATE, PREREG
+from .protocol import GATE, PREREG, run_pairs
 
 SPEC = PREREG.values
 

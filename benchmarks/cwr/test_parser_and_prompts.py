@@ -7,10 +7,10 @@ import pytest
 import worlds
 from fixtures.cwr import build_cwr_items, condition_context_text, resolve_world
 
-from .conftest import build_units, run_pairs
 from .protocol import (
     CONDITIONS,
     PARSE_STATUSES,
+    build_units,
     chat,
     control_prompt,
     expected_answer_text,
@@ -18,6 +18,7 @@ from .protocol import (
     grade_control,
     parse_control,
     parse_state,
+    run_pairs,
     state_lines,
 )
 
@@ -123,13 +124,13 @@ def test_no_witness_or_example_text_leaks_into_control_prompts():
 
 def test_synthesis_prompts_are_the_pair_bodies_verbatim_in_fresh_sessions():
     pairs = run_pairs()
-    units, targets = build_units(ITEMS, pairs, None)
+    units = build_units(ITEMS, pairs, None)
     by_id = {u.item_id: u for u in units}
     for pair in pairs:
         f, c = by_id[f"F:{pair.pair_id}"], by_id[f"C:{pair.pair_id}"]
         assert f.prompt_text == pair.f.prompt_text and c.prompt_text == pair.c.prompt_text
         assert chat(f.prompt_text) == [{"role": "user", "content": pair.f.prompt_text}]
-        assert targets[f.item_id] is pair.f.target and targets[c.item_id] is pair.c.target
+        assert f.target is pair.f.target and c.target is pair.c.target
         # Nothing of one side reaches the other: no F demonstration step appears in the C prompt, and no F label.
         for demo in pair.f.demonstrations:
             assert demo.text.strip() not in c.prompt_text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -13,9 +14,11 @@ from benchmarks.core.selfcheck import expected_pattern, outcomes_by_name, read_r
 
 from .protocol import GATE, HERE, PREREG
 
-COMPLETENESS = ["test_every_condition_has_units", "test_every_unit_recorded_once", "test_generation_done",
-                "test_parsing_and_grading_done", "test_error_coded_units_are_counted", "test_baselines_done",
-                "test_fixtures_file_written", "test_records_file_written", "test_summary_file_written"]
+COMPLETENESS = ["test_every_condition_has_units", "test_generation_done", "test_parsing_and_grading_done",
+                "test_error_coded_units_are_counted", "test_baselines_done",
+                "test_every_unit_recorded_once", "test_records_carry_the_run_identity", "test_records_file_written",
+                "test_provenance_complete", "test_fixtures_file_written", "test_summary_file_written",
+                "test_result_files_written"]
 #: Generation bound of the reduced SmolLM2 self-check (recorded in its summary as a deviation).
 SMOLLM2_MAX_NEW_TOKENS = 16
 #: Units per condition in the reduced SmolLM2 self-check.
@@ -31,7 +34,7 @@ def run_cwr(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> tuple[pyte
 
 def outcomes(report: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     by_name = outcomes_by_name(report)
-    rules = [by_name[f"test_rule[{label}]"] for label in GATE.labels]
+    rules = [by_name[f"test_cwr[{label}]"] for label in GATE.labels]
     return rules, {name: by_name[name] for name in COMPLETENESS}
 
 
@@ -64,8 +67,9 @@ def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: 
     skipped = [t for t in report["tests"] if t["outcome"] == "skipped"]
     assert all(f"preempted by {expected_label}" in t["call"]["longrepr"] for t in skipped)
     assert result.ret == (0 if expected_label == "RECOMBINATION_DEFICIT_SUPPORTED" else 1)
+    assert f"  cwr: {expected_label} (" in result.stdout.str()
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["classification"]["label"] == expected_label
+    assert summary["classifications"]["cwr"] == expected_label
     assert summary["deviations"] == [f"model {model!r} instead of the preregistered {PREREG.values.model.id!r}"]
     preregistered = [g for g in summary["sensitivity"]
                      if g["delta"] == PREREG.values.thresholds["delta"] and g["tau"] == PREREG.values.thresholds["tau"]]
@@ -108,6 +112,40 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_unit(pytester: pytes
     ids = [json.loads(line)["item_id"] for line in ledger.read_text().splitlines()]
     assert len(ids) == len(lines) == len(set(ids))
     assert len(list(run_dir.glob("records.jsonl.torn-*"))) == 1
+
+
+def file_states(run_dir: Path) -> dict[str, tuple[str, int]]:
+    """Every file of a run directory (lock files included): its sha256 and modification time."""
+    return {path.relative_to(run_dir).as_posix(): (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns)
+            for path in sorted(run_dir.rglob("*")) if path.is_file()}
+
+
+#: Sidecar files of a run: everything but the ledger (and the lock files) that a run writes into its directory.
+SIDECARS = ("fixtures.json", "provenance.json", "baselines.json", "summary.json", "report.json")
+
+
+@pytest.mark.parametrize("sidecars", ["kept", "deleted"])
+def test_a_resume_with_another_model_is_refused_before_any_write(pytester: pytest.Pytester, tmp_path: Path,
+                                                                 sidecars: str) -> None:
+    """Every ledger line carries the run's identity, so the refusal needs no sidecar file, and it writes nothing."""
+    reduced = "--cwr-units-per-condition=2"
+    _, report, run_dir = run_cwr(pytester, tmp_path, "--model", "scripted-oracle", "--run-id=foreign", reduced)
+    assert report["benchmark"]["protocols"]["cwr"]["status"] == "complete"
+    if sidecars == "deleted":
+        for name in SIDECARS:
+            (run_dir / name).unlink()
+        assert sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")) == ["records.jsonl"]
+    before = file_states(run_dir)
+    result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-cwr-f-only", "--run-id=foreign",
+                          reduced)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    line = next((line for line in text.splitlines() if "CWR cannot run:" in line), text)
+    assert "run foreign was started with other settings" in line, text
+    assert "model: 'scripted-oracle' -> 'scripted-cwr-f-only'" in line, line
+    assert " passed" not in result.stdout.str().splitlines()[-1]
+    assert file_states(run_dir) == before
+    assert [p.name for p in (tmp_path / "results" / "cwr").iterdir()] == ["foreign"]
 
 
 def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.Pytester, tmp_path: Path,

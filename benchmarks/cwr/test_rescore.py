@@ -12,8 +12,7 @@ from benchmarks.core import canonical_json
 from fixtures.cwr import build_cwr_items
 
 from .baselines import pair_baselines
-from .conftest import build_units, run_pairs
-from .protocol import GATE, HERE, PREREG, CwrRecord, finite, make_record, metrics
+from .protocol import GATE, HERE, PREREG, CwrRecord, build_units, finite, make_record, metrics, run_pairs
 from .scripted import AnswerKey
 
 VARIANTS = [
@@ -34,16 +33,16 @@ def _response(text: str, error: str | None = None):
 
 def _write_run(tmp_path: Path) -> tuple[Path, list]:
     pairs = run_pairs()
-    units, targets = build_units(build_cwr_items(), pairs, None)
+    units = build_units(build_cwr_items(), pairs, None)
     key = AnswerKey()
     for unit in units:
-        key.add(unit.item_id, unit, targets.get(unit.item_id))
+        key.add(unit.item_id, unit)
     records = []
     for index, unit in enumerate(units):
         right, wrong = key.right(unit.item_id), key.wrong(unit.item_id)
         text = VARIANTS[index % len(VARIANTS)](right, wrong)
         error = "timeout" if index % 37 == 36 else None
-        records.append(make_record(unit, unit.prompt_text, _response(text, error), 8, targets.get(unit.item_id)))
+        records.append(make_record(unit, unit.prompt_text, _response(text, error), 8))
     lines = [canonical_json({**record.__dict__, "schema_version": CwrRecord.SCHEMA_VERSION}) for record in records]
     (tmp_path / "records.jsonl").write_text("".join(line + "\n" for line in lines))
     baselines = pair_baselines(pairs, 5, PREREG.values.seeds["baselines"])
@@ -81,14 +80,14 @@ def test_rescorer_reproduces_every_unit_and_the_verdict(tmp_path):
 def test_e_accuracy_is_split_by_context():
     """Right on every E_C item, wrong on every E_F item, right on half the context-free ones."""
     pairs = run_pairs()
-    units, _ = build_units(build_cwr_items(), pairs, None)
+    units = build_units(build_cwr_items(), pairs, None)
     key = AnswerKey()
     records, free = [], 0
     for unit in (u for u in units if u.condition == "E"):
-        key.add(unit.item_id, unit, None)
+        key.add(unit.item_id, unit)
         right = unit.context == "C" or (unit.context == "none" and (free := free + 1) % 2 == 0)
         text = key.right(unit.item_id) if right else key.wrong(unit.item_id)
-        records.append(make_record(unit, unit.prompt_text, _response(text), 8, None))
+        records.append(make_record(unit, unit.prompt_text, _response(text), 8))
     measured = metrics(records)
     n_free = sum(r.context == "none" for r in records)
     assert measured["E_C.accuracy"] == 1.0 and measured["E_F.accuracy"] == 0.0

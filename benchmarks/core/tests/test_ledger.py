@@ -21,6 +21,7 @@ from benchmarks.core import (
     LedgerTornTailWarning,
     read_ledger,
 )
+from benchmarks.core.ledger import read_identities
 from benchmarks.core.rundir import SUITE_ROOT
 
 from ._ledger_writer import Unit, payload_for
@@ -179,3 +180,36 @@ def test_writer_killed_inside_a_record_resumes_exactly(tmp_path: Path) -> None:
     _assert_each_unit_once(path, units)
     sidecars = sorted(tmp_path.glob("units.jsonl.torn-*"))
     assert len(sidecars) == torn_kills  # every torn tail was moved aside, none was parsed or dropped silently
+
+
+def test_identity_is_written_into_every_line_and_read_back_without_the_schema(tmp_path: Path) -> None:
+    path = tmp_path / "units.jsonl"
+    identity = {"model": "m", "revision": "sha256:" + "0" * 64, "settings": {"n": 1}}
+    with Ledger(path, Row, key="unit", identity=identity) as ledger:
+        ledger.append(Row("a", 0.5))
+        ledger.identity = None  # a writer without identity: the line carries none
+        ledger.append(Row("b", 1.0))
+    assert read_identities(path) == [identity, None]
+    assert read_ledger(path, Row) == [Row("a", 0.5), Row("b", 1.0)]
+    with Ledger(path, Row, key="unit") as again:
+        assert again.identities == [identity, None]
+    with path.open("ab") as handle:
+        handle.write(b'{"unit": "c", "sco')  # a torn tail is ignored by the identity reader
+    assert read_identities(path) == [identity, None]
+    assert read_identities(tmp_path / "missing.jsonl") == []
+
+
+def test_identity_must_be_an_object_and_is_no_record_field(tmp_path: Path) -> None:
+    path = tmp_path / "units.jsonl"
+    path.write_text('{"identity": 3, "schema_version": 2, "score": 0.5, "tags": [], "unit": "a", "error": null}\n')
+    with pytest.raises(LedgerCorruptError, match="'identity' must be a JSON object"):
+        read_ledger(path, Row)
+
+    @dataclass(frozen=True)
+    class Clashing:
+        SCHEMA_VERSION: ClassVar[int] = 1
+        unit: str
+        identity: str
+
+    with pytest.raises(TypeError, match="belong to the ledger"):
+        Ledger(tmp_path / "other.jsonl", Clashing, key="unit")

@@ -218,3 +218,35 @@ def test_a_preempted_rule_is_not_read_and_a_breakdown_with_an_undefined_metric_s
     breakdown = tests["test_breakdown[MISCALIBRATED]"]
     assert breakdown["outcome"] == "skipped"
     assert "breakdown is undefined: metric 'calibration_error' was not measured" in breakdown["call"]["longrepr"]
+
+
+def test_identity_conflicts_name_each_difference() -> None:
+    from benchmarks.core.protocol import identity_conflicts
+
+    old = {"model": "a", "revision": "sha256:1", "settings": {"n": 1, "k": 2}, "fixtures": {"set": "0" * 64}}
+    assert identity_conflicts(old, old) == []
+    assert identity_conflicts(old, {**old, "revision": None}) == []  # a revision not yet known is not compared
+    new = {**old, "model": "b", "settings": {"n": 1, "k": 3}, "fixtures": {"set": "1" * 64}}
+    assert identity_conflicts(old, new) == [
+        "fixture set set: sha256 000000000000 -> 111111111111", "model: 'a' -> 'b'", "k: 2 -> 3"]
+
+
+def test_options_refuse_bad_values_naming_the_valid_ones() -> None:
+    from benchmarks.core.protocol import Option, UsageProblem
+
+    variant = Option("fixture-set", "variant", choices=lambda: ["a", "b"], alias="--fixture-set")
+    assert (variant.flag("res"), variant.dest("res")) == ("--res-fixture-set", "res_fixture_set")
+    assert variant.check("res", "a") == "a" and variant.check("res", None) is None
+    with pytest.raises(UsageProblem, match=r"--res-fixture-set 'c' is not valid; choose one of: a, b"):
+        variant.check("res", "c")
+    with pytest.raises(UsageProblem, match="--x-units must be at least 1, got 0"):
+        Option("units", "n", type=int, minimum=1).check("x", 0)
+
+
+def test_the_preregbench_command_dispatches_new(tmp_path: Path) -> None:
+    from benchmarks.core import cli
+
+    assert cli.main(["new", "demo", "--into", str(tmp_path)]) == 0
+    assert (tmp_path / "demo" / "prereg.toml").is_file()
+    assert cli.main(["new", "demo", "--into", str(tmp_path)]) == 2  # already there: one line, no traceback
+    assert cli.main(["nonsense"]) == 2
