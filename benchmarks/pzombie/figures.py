@@ -1,4 +1,4 @@
-"""The run's two figures, written as PNG into the run directory (matplotlib, Agg backend).
+"""The run's two figures (``PzombieProtocol.figures``), written as PNG into the run directory (matplotlib, Agg).
 
 * ``zone_entropy_by_category.png``: mean zone entropy H per category, one bar
   group per preset, error bars one standard deviation, the maximum log2(zones)
@@ -14,9 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .protocol import CATEGORIES, PRESET_PREFIX, ZONES, PzRecord
+from .protocol import CATEGORIES, FIGURES, PRESET_PREFIX, ZONES, PzRecord
 
-FIGURES = ("zone_entropy_by_category.png", "entropy_vs_td.png")
 _COLOURS = {"math": "#1f77b4", "logic": "#ff7f0e", "creative": "#2ca02c", "synthesis": "#d62728"}
 
 

@@ -1,7 +1,12 @@
-"""P-Zombie: preregistration schema, per-prompt records and the metrics the rules read.
+"""P-Zombie: the protocol's science (records, engine configuration, metrics) and its :class:`PzombieProtocol`.
 
-Nothing here runs a model: the conftest measures, this module turns records
-into numbers.  Statistics come from :mod:`benchmarks.core.stats`.
+The units are (preset, measured prompt) pairs.  :meth:`PzombieProtocol.run_units`
+drives the PX-Engine (``benchmarks.pzombie.px``) once per preset: it calibrates
+on the calibration prompts (or reuses the preset's stored frozen state when a
+run resumes), then measures every prompt from that state in its own process,
+one ledger record each.  Everything else (run directory, resume checks,
+provenance, the generated rule and completeness tests, the summary) is
+``benchmarks.core``'s.  Statistics come from :mod:`benchmarks.core.stats`.
 """
 
 from __future__ import annotations
@@ -10,18 +15,38 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
-from benchmarks.core import (
-    ClassificationSpec,
-    ProtocolHeader,
-    RuleError,
-    classification,
-    load_prereg,
+import models
+from benchmarks.core import ClassificationSpec, ProtocolHeader
+from benchmarks.core.protocol import (
+    ModelChoice,
+    Option,
+    Protocol,
+    ProtocolRun,
+    ResumeRefused,
+    UsageProblem,
+    identity_conflicts,
 )
 from benchmarks.core.stats import one_way_anova, pearson
+from fixtures import FIXTURE_SETS
+
+from . import px
 
 HERE = Path(__file__).resolve().parent
+#: The run's two figures (drawn by :mod:`benchmarks.pzombie.figures`).
+FIGURES = ("zone_entropy_by_category.png", "entropy_vs_td.png")
+
+#: Ways this suite's engine and protocol knowingly differ from the original behind SR61_FINAL_V2 (README "Deviations").
+DEVIATIONS_FROM_ORIGINAL = (
+    "BASELINE runs the calibrator and router as pure observers (the original recorded nothing there, H = 0)",
+    "generation stops on <end_of_turn> (the original per-prompt path did not)",
+    "decoding uses the KV cache; the prelude-boundary kurtosis of the newest position does not depend on it",
+    "phi is measured and calibrated as the router's second axis (the original never updated phi under Gemma 3)",
+    "ACTIVE_MANIFOLD's selector, loop and blend operators are this suite's, written down in the prereg and README",
+    "the prompts are this suite's own 80 + 10, one set for every path",
+    "error records stay in the ledger and are counted; they make the run incomplete",
+)
 
 # --------------------------------------------------------------------------- preregistration
 
@@ -76,7 +101,7 @@ class PzPrereg:
     warmup_other_scale: WarmupSpec
     generation: GenerationSpec
     telemetry: dict[str, str]  # definitions, frozen as text
-    engine: dict[str, Any]  # every PX-Engine constant, by models.px.PxConfig field name (checked there)
+    engine: dict[str, Any]  # every PX-Engine constant but the per-scale ones, by px.PxConfig field name
     metrics: dict[str, str]
     thresholds: dict[str, float]
     token_control: ClassificationSpec
@@ -85,14 +110,34 @@ class PzPrereg:
     h2: ClassificationSpec
 
 
-PREREG = load_prereg(HERE / "prereg.toml", PzPrereg)
-#: The four ordered classifications, in report order.
-CLASSIFICATIONS = {key: classification(PREREG, key) for key in ("token_control", "combined", "eta2_target", "h2")}
-#: Metric prefix of each preset.
-PRESET_PREFIX = {PREREG.values.run.rule_preset: "active", PREREG.values.run.comparison_preset: "baseline"}
-CATEGORIES: tuple[str, ...] = PREREG.values.run.categories
-ZONES: tuple[str, ...] = tuple(PREREG.values.engine["zones"])
 
+
+# --------------------------------------------------------------------------- the engine's configuration
+
+
+def engine_config(scale: str | None, **overrides: Any) -> px.PxConfig:
+    """The PX-Engine constants: the prereg's ``[engine]`` table plus the scale's ``[scales.<scale>]`` values.
+
+    ``scale=None`` is a model outside the preregistered scales: the warmup is
+    ``[warmup_other_scale]`` and ``recur_start`` must be given in ``overrides``
+    (the prereg has none for it).  ``overrides`` replace fields (engine tests
+    on small models use them); a protocol run never passes any.
+    """
+    spec = PREREG.values
+    if scale is None:
+        if "recur_start" not in overrides:
+            raise px.PxError("a model outside the preregistered scales needs recur_start= (the prereg gives none for it)")
+        other = spec.warmup_other_scale
+        values: dict[str, Any] = {"scale": "other", "warmup_centre": other.warmup_centre,
+                                  "warmup_jitter": other.warmup_jitter}
+    elif scale in spec.scales:
+        chosen = spec.scales[scale]
+        values = {"scale": scale, "recur_start": chosen.recur_start, "warmup_centre": chosen.warmup_centre,
+                  "warmup_jitter": chosen.warmup_jitter}
+    else:
+        raise px.PxError(f"unknown scale {scale!r}; preregistered scales: {', '.join(spec.scales)} "
+                         "(or scale=None with recur_start= for another model)")
+    return px.PxConfig.from_mapping({**spec.engine, **values, **overrides})
 # --------------------------------------------------------------------------- records
 
 
@@ -127,7 +172,7 @@ class PzRecord:
 
 
 def record_from_engine(record: Any, row: Mapping[str, Any]) -> PzRecord:
-    """The ledger record of one engine record (``models.px.PxRecord``) for the fixture row it measured."""
+    """The ledger record of one engine record (``px.PxRecord``) for the fixture row it measured."""
     zones = tuple(record.zones)
     weights = record.zone_weights_last
     mean = record.zone_weights_mean
@@ -232,8 +277,9 @@ def eta_squared_forms(groups: Mapping[str, Sequence[float]]) -> EtaForms:
     return EtaForms(over_total=over_total, over_sum=over_sum, ss_total=ss_total)
 
 
-def preset_metrics(records: Sequence[PzRecord], categories: Sequence[str] = CATEGORIES) -> dict[str, Any]:
+def preset_metrics(records: Sequence[PzRecord], categories: Sequence[str] | None = None) -> dict[str, Any]:
     """Statistics of one preset's records (error records counted, left out of the statistics)."""
+    categories = CATEGORIES if categories is None else categories
     ok = [r for r in records if r.error is None and r.zone_entropy is not None]
     groups = {c: [r.zone_entropy for r in ok if r.category == c] for c in categories}
     out: dict[str, Any] = {
@@ -285,18 +331,234 @@ def metrics(records: Sequence[PzRecord]) -> dict[str, Any]:
     return out
 
 
-def finite(values: Mapping[str, Any]) -> dict[str, float]:
-    """The metrics a rule may read: NaN and infinite values are left out, so a rule reading one errors."""
-    return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+# --------------------------------------------------------------------------- the protocol
 
 
-def classify(values: Mapping[str, Any]) -> dict[str, str | None]:
-    """Label of each classification, or None where a metric it reads is undefined."""
-    usable = finite(values)
-    labels: dict[str, str | None] = {}
-    for key, block in CLASSIFICATIONS.items():
-        try:
-            labels[key] = block.evaluate(usable).label
-        except RuleError:  # a rule read an undefined metric: no verdict, and the rule tests report the run broken
-            labels[key] = None
-    return labels
+@dataclass(frozen=True)
+class PzUnit:
+    """One measurement: a measured prompt under one preset."""
+
+    unit_id: str  # "<preset>:<prompt_id>", the ledger key
+    preset: str
+    prompt_id: str
+    category: str
+    text: str  # the user message
+
+
+@dataclass(frozen=True)
+class PzSettings:
+    """This run's settings beyond model and device, resolved from the options and the preregistration."""
+
+    scale: str  # selects the preregistered checkpoint and the engine's per-scale constants
+    dtype: str  # [generation] dtype_cuda or dtype_cpu, by the device
+    isolation: str  # fork | spawn | inprocess
+    max_new_tokens: int  # generation bound per prompt
+
+
+def calibration_file(preset: str) -> str:
+    """The run-directory file that keeps a preset's frozen calibrator state (a resume hands it back)."""
+    return f"calibration-{preset}.json"
+
+
+class PzombieProtocol(Protocol[PzUnit, PzRecord]):
+    """The P-Zombie evaluation on the shape of ``benchmarks.core``: four ordered classifications from the
+    zone routing of 80 prompts under two presets."""
+
+    title = "P-Zombie"
+    prereg_schema = PzPrereg
+    record_type = PzRecord
+    record_key = "unit_id"
+    summary_file = "stats.json"
+    figures = FIGURES
+
+    @property
+    def options(self) -> tuple[Option, ...]:  # type: ignore[override]  # help texts quote the prereg's values
+        run, bound = self.spec.run, self.spec.generation.max_new_tokens
+        return (
+            Option("max-new-tokens", f"generation bound per prompt, 1 to {bound} (default {bound}, as preregistered); "
+                   "a lower value is recorded as a deviation", type=int),
+            Option("isolation", "fork (load once, fork a child per prompt; CPU), spawn (fresh process per prompt) or "
+                   f"inprocess (quick, a recorded deviation); default {run.isolation_cpu} on cpu, "
+                   f"{run.isolation_cuda} on cuda", choices=px.ISOLATION_MODES),
+        )
+
+    # ----------------------------------------------------------------- settings
+
+    def preregistered_model(self, scale: str | None) -> ModelChoice:
+        name = scale or self.spec.run.default_scale
+        if name not in self.spec.scales:
+            raise UsageProblem(f"--scale {name!r} is not a P-Zombie scale; choose one of: {', '.join(self.spec.scales)}")
+        chosen = self.spec.scales[name]
+        return ModelChoice(chosen.model_id, chosen.revision)
+
+    def default_device(self) -> str:
+        return self.spec.run.default_device
+
+    def configure(self, run: ProtocolRun) -> PzSettings:
+        spec = self.spec
+        cuda = run.device.startswith("cuda")
+        bound = run.option("max-new-tokens")
+        if bound is None:
+            bound = spec.generation.max_new_tokens
+        if not 1 <= bound <= spec.generation.max_new_tokens:
+            raise UsageProblem(f"--pzombie-max-new-tokens {bound} is not valid; give 1 to {spec.generation.max_new_tokens}")
+        isolation = run.option("isolation") or (spec.run.isolation_cuda if cuda else spec.run.isolation_cpu)
+        if cuda and isolation == "fork":
+            raise UsageProblem("--pzombie-isolation fork cannot run on cuda (CUDA does not survive fork); use spawn")
+        return PzSettings(scale=run.scale or spec.run.default_scale,
+                          dtype=spec.generation.dtype_cuda if cuda else spec.generation.dtype_cpu,
+                          isolation=isolation, max_new_tokens=bound)
+
+    def deviations(self, run: ProtocolRun) -> list[str]:
+        """Beyond another model and device (which core records): the bundled checkpoint, the bound, the isolation."""
+        spec, settings = self.spec, run.settings
+        found = []
+        if run.model != run.preregistered.id and run.model in models.BUNDLED:
+            found.append(f"{run.model} is the bundled offline checkpoint ({models.BUNDLED[run.model].summary}), "
+                         "not the instruct checkpoint; its chat template is the registry's")
+        if settings.max_new_tokens != spec.generation.max_new_tokens:
+            found.append(f"max_new_tokens {settings.max_new_tokens} instead of {spec.generation.max_new_tokens}")
+        expected = spec.run.isolation_cuda if run.device.startswith("cuda") else spec.run.isolation_cpu
+        if settings.isolation != expected:
+            found.append(f"isolation {settings.isolation!r} instead of {expected!r}")
+        return found
+
+    def provenance_extra(self, run: ProtocolRun) -> dict[str, Any]:
+        return {"deviations_from_original": list(DEVIATIONS_FROM_ORIGINAL),
+                "engine_config_sha256": engine_config(run.settings.scale).sha256()}
+
+    # ----------------------------------------------------------------- units
+
+    def fixture_sets(self, run: ProtocolRun) -> dict[str, Any]:
+        name = self.spec.run.fixture_set
+        return {name: FIXTURE_SETS[name]()}
+
+    def prompts(self, run: ProtocolRun, phase: str) -> list[dict[str, Any]]:
+        """The fixture rows of one phase ("calibration" or "measured"), in fixture order."""
+        return [row for row in run.fixture_sets[self.spec.run.fixture_set] if row["phase"] == phase]
+
+    def fixture_extras(self, run: ProtocolRun) -> dict[str, Any]:
+        measured = self.prompts(run, "measured")
+        return {"calibration_prompt_ids": [row["prompt_id"] for row in self.prompts(run, "calibration")],
+                "measured_per_category": {c: sum(row["category"] == c for row in measured) for c in CATEGORIES}}
+
+    def units(self, run: ProtocolRun) -> list[PzUnit]:
+        return [PzUnit(unit_id(preset, row["prompt_id"]), preset, row["prompt_id"], row["category"], row["text"])
+                for preset in self.spec.run.presets for row in self.prompts(run, "measured")]
+
+    # ----------------------------------------------------------------- measurement
+
+    def model_spec(self, run: ProtocolRun) -> px.ModelSpec:
+        """How each engine process loads the model (device, dtype, torch seed and the pinned revision)."""
+        options: dict[str, Any] = {"device": run.device, "dtype": run.settings.dtype, "seed": self.spec.seeds["torch"]}
+        if run.revision:
+            options["revision"] = run.revision
+        return px.ModelSpec(run.model, options)
+
+    def stored_calibration(self, run: ProtocolRun, preset: str) -> dict[str, Any] | None:
+        """A preset's frozen state from an earlier session of this run, refused when another run wrote it."""
+        if not run.path(calibration_file(preset)).exists():
+            return None
+        stored = run.read_json(calibration_file(preset))
+        conflicts = identity_conflicts(stored.get("identity") or {}, run.identity())
+        if not stored.get("identity") or conflicts:
+            why = "; ".join(conflicts) or "it carries no run identity"
+            raise ResumeRefused(f"{self.label}: run {run.run_id}: {calibration_file(preset)} belongs to another run "
+                                f"({why}); leave out --run-id to start a new run")
+        return stored
+
+    def run_units(self, run: ProtocolRun, todo: Sequence[PzUnit], append: Callable[[PzRecord], None]) -> None:
+        """Per preset with units left: calibrate (or take the stored frozen state), then measure its prompts."""
+        settings = run.settings
+        calibration = self.prompts(run, "calibration")
+        rows = {row["prompt_id"]: row for row in self.prompts(run, "measured")}
+        stored = {preset: self.stored_calibration(run, preset) for preset in self.spec.run.presets}
+        config = engine_config(settings.scale)
+        if run.model in models.BUNDLED and settings.isolation == "fork":
+            # Convert the bundled GGUF here, once, if its cache is missing: the loader process must only load
+            # (a loader that computed before forking would hang its children, see DESIGN.md).
+            models.bundled_folder(run.model)
+        started = False
+
+        def calibrated(preset: str, summary: dict[str, Any]) -> None:
+            """Before the preset's first measured prompt: provenance (once), then keep the frozen state."""
+            nonlocal started
+            if not started:
+                run.start(summary["model"])
+                started = True
+            if stored[preset] is None:
+                run.write_json(calibration_file(preset), {
+                    "preset": preset,
+                    "calibration_prompt_ids": [row["prompt_id"] for row in calibration],
+                    "identity": run.identity(str(summary["model"].get("revision") or "")),
+                    **summary,
+                })
+            elif summary["frozen_state_sha256"] != stored[preset]["frozen_state_sha256"]:
+                raise px.PxError(f"the resumed {preset} run was handed a different frozen state")
+
+        for preset in self.spec.run.presets:
+            mine = [unit for unit in todo if unit.preset == preset]
+            if not mine:
+                continue
+            px.run_prompts(
+                self.model_spec(run),
+                [{"id": unit.prompt_id, "text": unit.text} for unit in mine],
+                preset=preset,
+                config=config,
+                settings=px.generation_settings(preset, settings.max_new_tokens, config),
+                isolation=settings.isolation,
+                calibration_prompts=[{"id": row["prompt_id"], "text": row["text"]} for row in calibration],
+                on_calibrated=lambda summary, preset=preset: calibrated(preset, summary),
+                on_record=lambda record: append(record_from_engine(record, rows[record.prompt_id])),
+                frozen_state=stored[preset]["frozen_state"] if stored[preset] else None,
+                timeout_s=self.spec.run.prompt_timeout_s,
+            )
+
+    # ----------------------------------------------------------------- results
+
+    def metrics(self, run: ProtocolRun, records: Sequence[PzRecord]) -> dict[str, Any]:
+        return metrics(records)
+
+    def summary(self, run: ProtocolRun, records: Sequence[PzRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "published_sr61_final_v2": PUBLISHED.get(run.settings.scale),
+            "deviations_from_original": list(DEVIATIONS_FROM_ORIGINAL),
+            "engine_config_sha256": engine_config(run.settings.scale).sha256(),
+        }
+
+    def result_files(self, run: ProtocolRun, records: Sequence[PzRecord],
+                     measured: Mapping[str, Any]) -> dict[str, Callable[[], Any]]:
+        return {"aggregate.json": lambda: aggregate(records)}
+
+    def write_figures(self, run: ProtocolRun, records: Sequence[PzRecord], measured: Mapping[str, Any]) -> None:
+        from .figures import write_figures
+
+        write_figures(run.dir, records, measured, run.settings.scale)
+
+
+def aggregate(records: Sequence[PzRecord]) -> dict[str, Any]:
+    """``aggregate.json``: per preset, the counts and one row per prompt (the original's aggregate file)."""
+    presets = {}
+    for preset in PRESET_PREFIX:
+        rows = [r for r in records if r.preset == preset]
+        presets[preset] = {
+            "n": len(rows),
+            "errors": sum(r.error is not None for r in rows),
+            "prompts": [
+                {"unit_id": r.unit_id, "category": r.category, "zone_entropy": r.zone_entropy,
+                 "token_diversity": r.token_diversity, "zone": r.zone, "zone_weights": r.zone_weights,
+                 "new_tokens": r.new_tokens, "finish_reason": r.finish_reason, "error": r.error}
+                for r in rows
+            ],
+        }
+    return {"schema_version": 1, "presets": presets}
+
+
+PROTOCOL = PzombieProtocol(HERE)
+PREREG = PROTOCOL.prereg
+#: The four ordered classifications, by prereg key, in report order.
+CLASSIFICATIONS = PROTOCOL.classifications
+#: Metric prefix of each preset.
+PRESET_PREFIX = {PREREG.values.run.rule_preset: "active", PREREG.values.run.comparison_preset: "baseline"}
+CATEGORIES: tuple[str, ...] = PREREG.values.run.categories
+ZONES: tuple[str, ...] = tuple(PREREG.values.engine["zones"])

@@ -149,38 +149,35 @@ def synthetic_records(name: str, seed: int = 8, *, errors: int = 0) -> list[PzRe
     return records
 
 
-def prefill_run(results_dir: Path, run_id: str, name: str, *, errors: int = 0, seed: int = 8) -> Path:
-    """Write a complete set of measurements for scenario ``name`` into ``results_dir/pzombie/run_id/``.
+def prefill_run(results_dir: Path, run_id: str, name: str, *, errors: int = 0, seed: int = 8,
+                model: str = "gemma-3-270m", device: str = "cpu") -> Path:
+    """Record a complete set of measurements for scenario ``name`` as run ``results_dir/pzombie/run_id/``.
 
-    A run started with ``--results-dir=results_dir --run-id=run_id`` then finds
-    every unit recorded (as when resuming a finished run), measures nothing and
-    goes straight to aggregate, stats, figures and the rules.
+    The records go through ``ProtocolRun.record`` for a run of ``model`` on
+    ``device`` with the default settings, so they carry that run's identity.
+    A session started with the same ``--model``, ``--device``,
+    ``--results-dir=results_dir`` and ``--run-id=run_id`` then finds every unit
+    recorded (as when resuming a finished run), measures nothing and goes
+    straight to the result files and the rules.  The provenance names the
+    synthetic source, not a model.
     """
-    from benchmarks.core import Ledger, Run
+    from benchmarks.core import ProtocolRun, Run
     from benchmarks.core.provenance import utc_now
-    from fixtures import fixture_hash
-    from fixtures.pzombie import PZOMBIE_SET, calibration_prompts
 
-    from .protocol import HERE, PREREG
+    from .protocol import HERE, PROTOCOL, calibration_file
 
-    run = Run("pzombie", run_id, Path(results_dir), utc_now(), HERE)
-    with Ledger(run.path("records.jsonl"), PzRecord, "unit_id") as ledger:
-        for record in synthetic_records(name, seed, errors=errors):
-            ledger.append(record)
+    run = ProtocolRun(PROTOCOL, Run("pzombie", run_id, Path(results_dir), utc_now(), HERE), model=model, device=device)
+    description = {"id": f"synthetic-records-{name}",
+                   "revision": "sha256:" + sha256_json({"scenario": name, "seed": seed, "errors": errors}),
+                   "note": f"synthetic records of scenario {name!r} (benchmarks/pzombie/scenarios.py), not a model run"}
+    run.record(description, synthetic_records(name, seed, errors=errors))
     state = {"scenario": name, "seed": seed, "frozen": True}
     for preset in PRESET_PREFIX:
-        run.write_json(f"calibration-{preset}.json", {
+        run.write_json(calibration_file(preset), {
             "preset": preset,
-            "calibration_prompt_ids": [row["prompt_id"] for row in calibration_prompts()],
+            "calibration_prompt_ids": [row["prompt_id"] for row in PROTOCOL.prompts(run, "calibration")],
+            "identity": run.identity(description["revision"]),
             "frozen_state": state,
             "frozen_state_sha256": sha256_json(state),
         })
-    run.record_provenance(
-        model={"id": f"synthetic-records-{name}", "revision": "sha256:" + sha256_json({"scenario": name, "seed": seed})},
-        seeds=PREREG.values.seeds,
-        prereg=PREREG,
-        fixtures={PZOMBIE_SET: fixture_hash(PZOMBIE_SET)},
-        extra={"scale": PREREG.values.run.default_scale, "max_new_tokens": PREREG.values.generation.max_new_tokens,
-               "deviations": [f"synthetic records of scenario {name!r}, not a model run"]},
-    )
     return run.dir

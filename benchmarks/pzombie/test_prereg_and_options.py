@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
-from dataclasses import fields
+from dataclasses import MISSING, fields
+from pathlib import Path
 
 import pytest
 
-from models import px
+from benchmarks.core import ProtocolRun, Run, UsageProblem
 
-from .conftest import engine_config, run_settings_of
-from .protocol import CLASSIFICATIONS, PREREG
+from . import px
+from .protocol import CLASSIFICATIONS, HERE, PREREG, PROTOCOL, engine_config
 
 SPEC = PREREG.values
 PER_SCALE = {"scale", "recur_start", "warmup_centre", "warmup_jitter"}
@@ -20,11 +21,30 @@ def test_every_engine_constant_is_preregistered():
     assert set(SPEC.engine) == {f.name for f in fields(px.PxConfig)} - PER_SCALE
 
 
+def test_the_engine_has_no_constants_of_its_own():
+    """Every PxConfig field is required: the prereg is the only place a value is written."""
+    assert [f.name for f in fields(px.PxConfig) if f.default is not MISSING or f.default_factory is not MISSING] == []
+    with pytest.raises(px.PxError, match=r"\['recur_start'\] not given; the engine has no defaults"):
+        px.PxConfig.from_mapping({k: v for k, v in engine_config("270M").as_dict().items() if k != "recur_start"})
+
+
 @pytest.mark.parametrize("scale", sorted(SPEC.scales))
-def test_engine_config_is_the_engines_documented_default(scale):
-    config = engine_config(scale)
-    assert config == px.default_config(scale)
-    assert config.recur_start == SPEC.scales[scale].recur_start
+def test_engine_config_takes_every_value_from_the_prereg(scale):
+    config = engine_config(scale).as_dict()
+    chosen = SPEC.scales[scale]
+    assert config == {**SPEC.engine, "scale": scale, "recur_start": chosen.recur_start,
+                      "warmup_centre": chosen.warmup_centre, "warmup_jitter": chosen.warmup_jitter}
+
+
+def test_a_model_outside_the_scales_takes_the_other_warmup():
+    config = engine_config(None, recur_start=4)
+    other = SPEC.warmup_other_scale
+    assert (config.scale, config.recur_start, config.warmup_centre, config.warmup_jitter) == (
+        "other", 4, other.warmup_centre, other.warmup_jitter)
+    with pytest.raises(px.PxError, match="needs recur_start="):
+        engine_config(None)
+    with pytest.raises(px.PxError, match="unknown scale '2B'; preregistered scales: 270M, 1B, 4B, E2B"):
+        engine_config("2B")
 
 
 def test_original_constants_are_frozen():
@@ -45,7 +65,7 @@ def test_original_constants_are_frozen():
         "4B": ("google/gemma-3-4b-it", 8, 2280.0, 15.0),
         "E2B": ("google/gemma-3n-E2B-it", 10, 620.0, 5.0),
     }
-    assert (SPEC.warmup_other_scale.warmup_centre, SPEC.warmup_other_scale.warmup_jitter) == px.OTHER_WARMUP
+    assert (SPEC.warmup_other_scale.warmup_centre, SPEC.warmup_other_scale.warmup_jitter) == (1000.0, 5.0)
     assert SPEC.generation.max_new_tokens == 60
     assert (SPEC.generation.dtype_cuda, SPEC.generation.dtype_cpu) == ("bfloat16", "float32")
 
@@ -88,39 +108,39 @@ def test_published_results_reach_their_published_verdicts():
         assert CLASSIFICATIONS["combined"].evaluate(values).label == row["verdict"], scale
 
 
-class _Config:
-    """Just enough of pytest.Config for the option resolution."""
-
-    def __init__(self, **options):
-        self.options = options
-
-    def getoption(self, name, default=None):
-        return self.options.get(name, default)
+def protocol_run(tmp_path: Path, *, model: str | None = None, device: str | None = None, scale: str | None = None,
+                 **options) -> ProtocolRun:
+    """The run a session with these command-line values would make (nothing is written)."""
+    return ProtocolRun(PROTOCOL, Run("pzombie", "options", tmp_path, "2026-11-30T00:00:00Z", HERE),
+                       model=model, device=device, scale=scale, options=options)
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"benchmark_scale": "13B"}, "--scale '13B' is not a P-Zombie scale; choose one of: 270M, 1B, 4B, E2B"),
-    ({"pzombie_max_new_tokens": 61}, "--pzombie-max-new-tokens 61 is not valid; give 1 to 60"),
-    ({"pzombie_max_new_tokens": 0}, "--pzombie-max-new-tokens 0 is not valid; give 1 to 60"),
-    ({"pzombie_isolation": "thread"}, "--pzombie-isolation 'thread' is not valid; choose one of: fork, spawn, inprocess"),
-    ({"benchmark_device": "cuda", "pzombie_isolation": "fork"}, "cannot run on cuda"),
+@pytest.mark.parametrize(("values", "message"), [
+    ({"scale": "13B"}, "--scale '13B' is not a P-Zombie scale; choose one of: 270M, 1B, 4B, E2B"),
+    ({"max-new-tokens": 61}, "--pzombie-max-new-tokens 61 is not valid; give 1 to 60"),
+    ({"max-new-tokens": 0}, "--pzombie-max-new-tokens 0 is not valid; give 1 to 60"),
+    ({"isolation": "thread"}, "--pzombie-isolation 'thread' is not valid; choose one of: fork, spawn, inprocess"),
+    ({"device": "cuda", "isolation": "fork"}, "--pzombie-isolation fork cannot run on cuda"),
 ])
-def test_bad_options_name_the_valid_values(options, message):
-    with pytest.raises(pytest.UsageError, match=message.replace("(", r"\(").replace("'", "'")):
-        run_settings_of(_Config(**options))
+def test_bad_options_name_the_valid_values(tmp_path, values, message):
+    values = dict(values)
+    named = {key: values.pop(key) for key in ("scale", "device") if key in values}
+    with pytest.raises(UsageProblem, match=message.replace("(", r"\(").replace(")", r"\)")):
+        protocol_run(tmp_path, **named, **values)
+    assert not (tmp_path / "pzombie").exists()
 
 
-def test_defaults_and_recorded_deviations():
-    gpu = run_settings_of(_Config(benchmark_scale="1B"))
-    assert (gpu.model, gpu.device, gpu.dtype, gpu.isolation, gpu.max_new_tokens) == (
-        "google/gemma-3-1b-it", "cuda", "bfloat16", "spawn", 60)
-    assert gpu.deviations() == []
-    cpu = run_settings_of(_Config(benchmark_device="cpu", benchmark_model="gemma-3-270m", pzombie_max_new_tokens=4,
-                                  pzombie_isolation="inprocess"))
-    assert (cpu.scale, cpu.dtype) == ("270M", "float32")
-    found = cpu.deviations()
-    assert found[0] == "model 'gemma-3-270m' instead of the preregistered 'google/gemma-3-270m-it' for scale 270M"
-    assert "bundled offline checkpoint" in found[1]
-    assert found[2:] == ["device 'cpu' (float32) instead of 'cuda'", "max_new_tokens 4 instead of 60",
-                         "isolation 'inprocess' instead of 'fork'"]
+def test_defaults_and_recorded_deviations(tmp_path):
+    gpu = protocol_run(tmp_path, scale="1B")
+    assert (gpu.model, gpu.device) == ("google/gemma-3-1b-it", "cuda")
+    assert (gpu.settings.dtype, gpu.settings.isolation, gpu.settings.max_new_tokens) == ("bfloat16", "spawn", 60)
+    assert gpu.deviations == []
+    cpu = protocol_run(tmp_path, model="gemma-3-270m", device="cpu", **{"max-new-tokens": 4, "isolation": "inprocess"})
+    assert (cpu.settings.scale, cpu.settings.dtype) == ("270M", "float32")
+    assert cpu.settings_record == {"scale": "270M", "dtype": "float32", "isolation": "inprocess", "max_new_tokens": 4}
+    found = cpu.deviations
+    assert found[:2] == ["model 'gemma-3-270m' instead of the preregistered 'google/gemma-3-270m-it'",
+                         "device 'cpu' instead of 'cuda'"]
+    assert "bundled offline checkpoint" in found[2]
+    assert found[3:] == ["max_new_tokens 4 instead of 60", "isolation 'inprocess' instead of 'fork'"]
     assert math.isfinite(SPEC.run.prompt_timeout_s)

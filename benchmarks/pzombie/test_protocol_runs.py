@@ -1,15 +1,18 @@
 """End-to-end P-Zombie runs through pytester.
 
-Scenario runs feed synthetic per-prompt records (benchmarks/pzombie/scenarios.py)
-through the real conftest, metrics, rules, files and rescorer, so every
-classification's outcome pattern is checked in seconds.  The bundled Gemma 3
-270M run measures all 90 prompts under both presets in full fork isolation on
-the CPU, with a bounded generation length; it is SIGKILLed partway, resumed
-under the same run id, and compared with an uninterrupted run.
+Scenario runs feed synthetic per-prompt records (benchmarks/pzombie/scenarios.py,
+recorded with the identity of a run) through the real protocol, metrics,
+generated rule tests, files and rescorer, so every classification's outcome
+pattern is checked in seconds; the same records check that a resume with
+another model or other settings is refused before anything is written.  The
+bundled Gemma 3 270M run measures all 90 prompts under both presets in full
+fork isolation on the CPU, with a bounded generation length; it is SIGKILLed
+partway, resumed under the same run id, and compared with an uninterrupted run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -23,27 +26,32 @@ from typing import Any
 import pytest
 
 import models
-import models.px
-from benchmarks.core import canonical_json, read_ledger
+from benchmarks.core import ProtocolRun, ResumeRefused, Run, canonical_json, read_ledger
 from benchmarks.core.rundir import SUITE_ROOT
 from benchmarks.core.selfcheck import expected_pattern as core_expected_pattern
 from benchmarks.core.selfcheck import outcomes_by_name, read_report, run_protocol, run_rescorer
 from fixtures.pzombie import build_pzombie_prompts
 
+from . import px
 from .protocol import (
     CLASSIFICATIONS,
     HERE,
     PREREG,
+    PROTOCOL,
     PzRecord,
+    engine_config,
     record_from_engine,
     unit_id,
 )
 from .scenarios import EXPECTED, SCENARIOS, prefill_run
 
+#: The protocol's own completeness tests, then the generic ones core generates for every protocol.
 COMPLETENESS = ["test_prompts_built", "test_calibration_done", "test_every_prompt_recorded",
                 "test_generation_and_routing_done", "test_no_prompt_failed", "test_same_inputs_under_every_preset",
-                "test_records_file_written", "test_aggregate_written", "test_stats_written", "test_figures_written",
-                "test_provenance_written"]
+                "test_aggregate_written", "test_stats_written", "test_figures_written", "test_provenance_written",
+                "test_every_unit_recorded_once", "test_records_carry_the_run_identity", "test_records_file_written",
+                "test_provenance_complete", "test_fixtures_file_written", "test_summary_file_written",
+                "test_result_files_written"]
 TEST_OF = {"token_control": "test_token_control", "combined": "test_combined", "eta2_target": "test_eta2_target",
            "h2": "test_h2"}
 #: Generation bound of the bundled-model self-check (the preregistered 60 is for real runs).
@@ -150,6 +158,61 @@ def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.
     assert "gemma-3-270m" in text
 
 
+def file_hashes(folder: Path) -> dict[str, str]:
+    """sha256 of every file under ``folder`` (lock files included), by relative path."""
+    return {path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+#: Sidecar files of a run: everything beside the ledger that says which run it is.
+SIDECARS = ("provenance.json", "fixtures.json", "calibration-ACTIVE_MANIFOLD.json", "calibration-BASELINE.json")
+
+
+@pytest.mark.parametrize("sidecars", ["kept", "deleted"])
+@pytest.mark.parametrize(("change", "conflict"), [
+    (("--model", "smollm2-135m-instruct"), "model: 'gemma-3-270m' -> 'smollm2-135m-instruct'"),
+    (("--pzombie-max-new-tokens=4",), "max_new_tokens: 60 -> 4"),
+], ids=["another-model", "another-bound"])
+def test_a_foreign_resume_is_refused_before_any_write(pytester: pytest.Pytester, tmp_path: Path, sidecars: str,
+                                                      change: tuple[str, ...], conflict: str) -> None:
+    """A --run-id whose records came from another model (or other settings) stops the session at collection with
+    one line and exit status 4, whether or not the sidecar files are there; every file of the run stays as it was."""
+    results = tmp_path / "results"
+    run_dir = prefill_run(results, "earlier", "confirmed")
+    if sidecars == "deleted":
+        for name in SIDECARS:
+            (run_dir / name).unlink()
+    before = file_hashes(run_dir)
+    assert "records.jsonl" in before and (sidecars == "kept") == ("provenance.json" in before)
+    args = ("--model", "gemma-3-270m", *change) if change[0] != "--model" else change
+    result = run_protocol(pytester, HERE, results, "--device", "cpu", "--run-id=earlier", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    line = next(line for line in text.splitlines() if "P-Zombie cannot run: " in line)
+    assert "run earlier was started with other settings (" in line and conflict in line
+    assert file_hashes(run_dir) == before
+    assert sorted(p.name for p in (results / "pzombie").iterdir()) == ["earlier"]
+
+
+def test_a_calibration_file_of_another_run_is_not_reused(tmp_path: Path) -> None:
+    """A frozen state left by another model's run (its ledger and provenance gone) is refused, not calibrated on."""
+    results = tmp_path / "results"
+    run_dir = prefill_run(results, "earlier", "confirmed")
+    (run_dir / "records.jsonl").unlink()
+    (run_dir / "provenance.json").unlink()
+    other = ProtocolRun(PROTOCOL, Run("pzombie", "earlier", results, "2026-11-30T00:00:00Z", HERE),
+                        model="smollm2-135m-instruct", device="cpu")
+    other.check_resume()  # nothing core reads names another run ...
+    before = file_hashes(run_dir)
+    with pytest.raises(ResumeRefused, match="calibration-ACTIVE_MANIFOLD.json belongs to another run .*model: "
+                                            "'gemma-3-270m' -> 'smollm2-135m-instruct'"):
+        PROTOCOL.stored_calibration(other, "ACTIVE_MANIFOLD")  # ... but the frozen state does
+    same = ProtocolRun(PROTOCOL, Run("pzombie", "earlier", results, "2026-11-30T00:00:00Z", HERE),
+                       model="gemma-3-270m", device="cpu")
+    assert PROTOCOL.stored_calibration(same, "BASELINE")["preset"] == "BASELINE"
+    assert file_hashes(run_dir) == before
+
+
 #: The killed run is stopped once this many records are whole in its ledger: every ACTIVE_MANIFOLD prompt and
 #: some BASELINE prompts, so the resume must skip one preset entirely and finish the other from its frozen state.
 KILL_AFTER_RECORDS = 90
@@ -203,19 +266,16 @@ def comparable(record: PzRecord) -> dict[str, Any]:
 
 def uninterrupted_reference(preset: str, prompt_ids: list[str]) -> tuple[str, list[PzRecord]]:
     """Calibrate ``preset`` from scratch and measure ``prompt_ids`` in one uninterrupted engine run, exactly as the
-    conftest does (same engine constants, model options, generation settings and fork isolation)."""
-    from .conftest import engine_config
-
+    protocol does (same engine constants, model options, generation settings and fork isolation)."""
     spec = PREREG.values
     rows = build_pzombie_prompts()
     by_id = {row["prompt_id"]: row for row in rows}
     cfg = engine_config("270M")
-    run = models.px.run_prompts(
-        models.px.ModelSpec("gemma-3-270m", {"device": "cpu", "dtype": spec.generation.dtype_cpu,
-                                             "seed": spec.seeds["torch"]}),
+    run = px.run_prompts(
+        px.ModelSpec("gemma-3-270m", {"device": "cpu", "dtype": spec.generation.dtype_cpu, "seed": spec.seeds["torch"]}),
         [{"id": pid, "text": by_id[pid]["text"]} for pid in prompt_ids],
         preset=preset, config=cfg,
-        settings=models.px.generation_settings(preset, SELF_CHECK_MAX_NEW_TOKENS, cfg),
+        settings=px.generation_settings(preset, SELF_CHECK_MAX_NEW_TOKENS, cfg),
         isolation="fork",
         calibration_prompts=[{"id": r["prompt_id"], "text": r["text"]} for r in rows if r["phase"] == "calibration"],
         timeout_s=spec.run.prompt_timeout_s,
@@ -283,14 +343,17 @@ def test_bundled_gemma3_270m_killed_and_resumed(pytester: pytest.Pytester, tmp_p
         assert shas == {calibration["frozen_state_sha256"]}
     provenance_after = json.loads((run_dir / "provenance.json").read_text())
     assert provenance_before.pop("finished_at") is None and provenance_after.pop("finished_at")
-    assert provenance_after == provenance_before  # the resume kept the run's provenance (model, settings, started_at)
+    # The resumed session wrote the provenance again (core's run.start): the same model, identity, settings and
+    # deviations; only the session start time is the resumed session's.
+    assert provenance_after.pop("started_at") >= provenance_before.pop("started_at")
+    assert provenance_after == provenance_before
 
     assert {r["engine"]["isolation"] for r in records} == {"fork"}
     assert len({r["engine"]["pid"] for r in records}) == 160  # a fresh process per prompt and preset
     assert all(r["new_tokens"] <= SELF_CHECK_MAX_NEW_TOKENS for r in records)
     provenance = protocol["provenance"]
     assert provenance["model"]["revision"].startswith("sha256:")
-    assert provenance["extra"]["max_new_tokens"] == SELF_CHECK_MAX_NEW_TOKENS
+    assert provenance["extra"]["settings"]["max_new_tokens"] == SELF_CHECK_MAX_NEW_TOKENS
     deviations = provenance["extra"]["deviations"]
     assert any("instead of the preregistered 'google/gemma-3-270m-it'" in d for d in deviations)
     assert any("bundled offline checkpoint" in d for d in deviations)
@@ -324,17 +387,17 @@ def test_bundled_gemma3_270m_killed_and_resumed(pytester: pytest.Pytester, tmp_p
           f"{compared} records equal to an uninterrupted run's in {reference_wall:.1f} s")
 
 
-def test_gpu_selection_without_cuda_skips_saying_so(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    """`--device cuda -m gpu` marks the model-run tests gpu; without CUDA each skips with the reason, nothing runs."""
+def test_gpu_selection_without_cuda_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """`--device cuda -m gpu` without CUDA stops the session before any test with one line naming the missing GPU."""
     import torch
 
     if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA, so the gpu tests would run instead of skipping")
+        pytest.skip("this machine has CUDA, so the gpu run would start instead of stopping")
     result = pytester.runpytest_subprocess(str(HERE), "-m", "gpu", "--device", "cuda", "--model", "gemma-3-270m",
                                            f"--rootdir={SUITE_ROOT}", f"--results-dir={tmp_path / 'results'}",
-                                           "-p", "no:cacheprovider", "-rs")
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("skipped", 0) == len(COMPLETENESS) + sum(len(b.labels) for b in CLASSIFICATIONS.values())
-    assert "passed" not in outcomes and "failed" not in outcomes
-    assert "gpu test needs a CUDA device" in result.stdout.str()
+                                           "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert "P-Zombie cannot run: --device cuda needs a CUDA GPU and torch.cuda.is_available() is False" in text
+    assert "passed" not in result.outlines[-1] and "skipped" not in result.outlines[-1]
     assert not list((tmp_path / "results").glob("pzombie/*/records.jsonl"))

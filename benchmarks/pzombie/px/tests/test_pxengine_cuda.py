@@ -1,7 +1,7 @@
 """The PX-Engine on CUDA: spawn isolation and bfloat16 on a small random-weight Gemma 3 built from a config.
 
 Marked ``gpu``: excluded from the default run and skipped (with the reason) where CUDA is missing.
-Run with ``pytest models/tests/test_pxengine_cuda.py -m gpu``; no weights are downloaded (the bundled
+Run with ``pytest benchmarks/pzombie/px/tests/test_pxengine_cuda.py -m gpu``; no weights are downloaded (the bundled
 Gemma's tokenizer is the only file used).
 """
 
@@ -9,39 +9,23 @@ from __future__ import annotations
 
 import pytest
 
-from models import GEMMA3_CHAT_TEMPLATE, bundled_folder
-from models._hf import TransformersModel
-from models.px import (
+from benchmarks.pzombie.protocol import engine_config
+from benchmarks.pzombie.px import (
     ACTIVE_MANIFOLD,
     BASELINE,
     ModelSpec,
-    default_config,
     generation_settings,
     kurtosis,
     run_prompts,
 )
 
+from ._models import tiny_gemma
+
 pytestmark = pytest.mark.gpu
 
-CONFIG = default_config("270M", recur_start=2, final_layers=1, window_base=2, window_min=1, window_max=3)
+CONFIG = engine_config("270M", recur_start=2, final_layers=1, window_base=2, window_min=1, window_max=3)
 CALIBRATION = [("cal-1", "Name a colour."), ("cal-2", "What is a verb?")]
 PROMPTS = [("math-1", "What is 19 * 27?"), ("creative-1", "Write a haiku about a forgotten robot.")]
-
-
-def tiny_gemma(device: str = "cpu", dtype: str = "float32") -> TransformersModel:
-    """A six-layer Gemma 3 with seeded random weights (the same in every process) and the bundled tokenizer."""
-    import torch
-    from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig
-
-    folder, _ = bundled_folder("gemma-3-270m")
-    config = Gemma3TextConfig(vocab_size=262144, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
-                              num_attention_heads=4, num_key_value_heads=1, head_dim=16, max_position_embeddings=512,
-                              sliding_window=64)
-    torch.manual_seed(0)
-    model = Gemma3ForCausalLM(config).to(dtype=getattr(torch, dtype), device=device)
-    return TransformersModel(model, AutoTokenizer.from_pretrained(folder), model_id="tiny-gemma3-from-config",
-                             revision="sha256:" + "0" * 64, source="from_config", chat_template=GEMMA3_CHAT_TEMPLATE,
-                             stop_tokens=("<end_of_turn>",))
 
 
 @pytest.mark.parametrize("preset", [ACTIVE_MANIFOLD, BASELINE])

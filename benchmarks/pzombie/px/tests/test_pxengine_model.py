@@ -9,23 +9,25 @@ import time
 import pytest
 import torch
 
-from models import GenerationSettings, load_model
-from models.px import (
+from benchmarks.pzombie.protocol import PREREG, engine_config
+from benchmarks.pzombie.px import (
     ACTIVE_MANIFOLD,
     BASELINE,
     AutoCalibrator,
     ModelSpec,
     PxError,
-    default_config,
     generation_settings,
     kurtosis,
     run_one,
-    run_prompts,
 )
-from models.px._engine import Tracer, decoder_layers
-from models.px._runner import _in_child
+from benchmarks.pzombie.px import run_prompts as _run_prompts
+from benchmarks.pzombie.px._engine import Tracer, decoder_layers
+from benchmarks.pzombie.px._runner import _in_child
+from models import load_model
 
-CONFIG = default_config("270M")
+from ._models import faulty_gemma, faulty_generate
+
+CONFIG = engine_config("270M")
 CALIBRATION = [("cal-1", "Name a colour."), ("cal-2", "Describe the sea in one sentence."), ("cal-3", "What is a verb?")]
 PROMPTS = [
     ("math-1", "What is 19 * 27?"),
@@ -36,24 +38,9 @@ TOKENS = 3
 VOLATILE = ("pid", "seconds", "isolation")  # fields that legitimately differ between isolation modes
 
 
-def faulty_gemma(**options):
-    """The bundled Gemma whose generate() fails on marker prompts (module level: loader processes import it)."""
-    model = load_model("gemma-3-270m", **options)
-    model.generate = _faulty_generate(model.generate)
-    return model
-
-
-def _faulty_generate(original):
-
-    def generate(prompts, settings=None):
-        text = prompts[0] if isinstance(prompts[0], str) else str(prompts[0])
-        if "CRASH-NOW" in text:
-            os._exit(3)
-        if "RAISE-NOW" in text:
-            raise RuntimeError("injected failure")
-        return original(prompts, settings or GenerationSettings())
-
-    return generate
+def run_prompts(*args, **kwargs):
+    """The engine's run_prompts with the preregistered per-prompt timeout."""
+    return _run_prompts(*args, timeout_s=PREREG.values.run.prompt_timeout_s, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +138,7 @@ def test_hooks_are_removed_after_every_run_and_after_a_failure(gemma, calibrated
                          state_sha256="")
         assert record.ok and _no_hooks(gemma)
         assert (record.loops_run > 0) == (preset == ACTIVE_MANIFOLD)
-    broken = AutoCalibrator(default_config("270M", recur_start=17))  # no room for a window: raises inside the taps
+    broken = AutoCalibrator(engine_config("270M", recur_start=17))  # no room for a window: raises inside the taps
     with pytest.raises(PxError, match="leave no window"):
         run_one(gemma, "p", "Hello", broken, preset=BASELINE, settings=generation_settings(BASELINE, 2, CONFIG),
                 phase="calibration", isolation="inprocess", state_sha256="")
@@ -199,7 +186,7 @@ def test_fork_and_inprocess_give_the_same_records_from_one_frozen_state(gemma, m
                           isolation="inprocess", frozen_state=local.frozen_state)
     assert {r.prompt_id: _strip(r) for r in reverse.records} == {r.prompt_id: _strip(r) for r in local.records}
     # In-process, a raising prompt is coded the same way.
-    monkeypatch.setattr(gemma, "generate", _faulty_generate(gemma.generate))
+    monkeypatch.setattr(gemma, "generate", faulty_generate(gemma.generate))
     coded = run_prompts(gemma, faults[:1], preset=ACTIVE_MANIFOLD, config=CONFIG, settings=settings,
                         isolation="inprocess", frozen_state=local.frozen_state)
     assert coded.records[0].error == "backend_error"

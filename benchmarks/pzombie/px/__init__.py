@@ -1,34 +1,30 @@
-"""The PX-Engine: telemetry, AutoCalibrator, 2D zone router and the ACTIVE_MANIFOLD / BASELINE presets.
+"""The PX-Engine, the system the P-Zombie protocol evaluates: telemetry, AutoCalibrator, 2D zone router and
+the ACTIVE_MANIFOLD / BASELINE presets.
 
 Runs a prompt set through a local transformers model with the engine tapped in
 (``models.LanguageModel.taps``), calibrating first and handing one frozen
 calibrator state to every measured prompt, in fork, spawn or in-process
-isolation.  torch is imported only when a model runs.
+isolation.  It uses the ``models`` package only through its public names and
+imports nothing else of the suite; torch is imported only when a model runs.
+Every constant comes from a :class:`PxConfig`, which has no defaults: the
+protocol builds it from its preregistration.
 
-    from models.px import ModelSpec, default_config, generation_settings, run_prompts
+    from benchmarks.pzombie.protocol import PREREG, engine_config
+    from benchmarks.pzombie.px import ModelSpec, generation_settings, run_prompts
 
+    config = engine_config("270M")
     run = run_prompts(ModelSpec("gemma-3-270m"), [("math-01", "What is 19 * 27?")],
-                      preset="ACTIVE_MANIFOLD", config=default_config("270M"),
-                      settings=generation_settings("ACTIVE_MANIFOLD", max_new_tokens=8),
-                      isolation="fork", calibration_prompts=[("cal-01", "Name a colour.")])
+                      preset="ACTIVE_MANIFOLD", config=config,
+                      settings=generation_settings("ACTIVE_MANIFOLD", 8, config),
+                      isolation="fork", calibration_prompts=[("cal-01", "Name a colour.")],
+                      timeout_s=PREREG.values.run.prompt_timeout_s)
     run.records[0].zone_entropy
 """
 
 from __future__ import annotations
 
 from ._calibrator import AutoCalibrator, Calibration, CalibratorState, Welford
-from ._config import (
-    ACTIVE_MANIFOLD,
-    BASELINE,
-    OTHER_WARMUP,
-    PRESETS,
-    SCALE_DEFAULTS,
-    ZONES,
-    PxConfig,
-    PxError,
-    ScaleDefaults,
-    default_config,
-)
+from ._config import ACTIVE_MANIFOLD, BASELINE, PRESETS, PxConfig, PxError
 from ._engine import (
     PX_ERROR_CODES,
     PxRecord,
@@ -54,11 +50,8 @@ __all__ = [
     "ACTIVE_MANIFOLD",
     "BASELINE",
     "ISOLATION_MODES",
-    "OTHER_WARMUP",
     "PRESETS",
     "PX_ERROR_CODES",
-    "SCALE_DEFAULTS",
-    "ZONES",
     "AutoCalibrator",
     "Calibration",
     "CalibratorState",
@@ -69,12 +62,10 @@ __all__ = [
     "PxRecord",
     "PxRun",
     "Routing",
-    "ScaleDefaults",
     "Selection",
     "Welford",
     "calibration_summary",
     "cosine",
-    "default_config",
     "generation_settings",
     "kurtosis",
     "route",

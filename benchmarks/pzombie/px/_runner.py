@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._base import GenerationSettings, LanguageModel
-from .._bundled import BUNDLED
+from models import BUNDLED, GenerationSettings, LanguageModel
+
 from ._calibrator import AutoCalibrator, CalibratorState
 from ._config import PRESETS, PxConfig, PxError
 from ._engine import PxRecord, run_one
@@ -57,7 +57,7 @@ class ModelSpec:
     def load(self) -> LanguageModel:
         if self.factory is not None:
             return self.factory(**dict(self.options))
-        from .._registry import load_model
+        from models import load_model
 
         return load_model(self.name, **dict(self.options))
 
@@ -203,7 +203,7 @@ def _in_child(ctx: Any, target: Callable[..., Any], args: tuple, timeout_s: floa
 
 
 def _prepare_bundled(name: str) -> str:
-    from .._bundled import bundled_folder
+    from models import bundled_folder
 
     return str(bundled_folder(name)[0])
 
@@ -295,7 +295,7 @@ def run_prompts(
     on_record: Callable[[PxRecord], None] | None = None,
     on_calibrated: Callable[[dict[str, Any]], None] | None = None,
     frozen_state: Mapping[str, Any] | None = None,
-    timeout_s: float = 600.0,
+    timeout_s: float,
 ) -> PxRun:
     """Calibrate on ``calibration_prompts`` (in order, before anything is measured), freeze the calibrator, then
     run every prompt from that frozen state under ``isolation``; ``on_record`` sees each measured record as soon
@@ -307,6 +307,8 @@ def run_prompts(
     with a given ``frozen_state``) and before the first measured record, with the JSON-ready dict of
     :func:`calibration_summary` (frozen state and its hash, model description, calibration records, config,
     settings, calibration wall time), so that a run killed while measuring keeps them.
+    ``timeout_s``: the wall-clock limit of one prompt in an isolated process (the preregistered
+    ``[run] prompt_timeout_s``); a prompt past it becomes a ``timeout`` record.
     """
     if preset not in PRESETS:
         raise PxError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")

@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._base import CapabilityError, GenerationSettings, LanguageModel, TapEvent
+from models import CapabilityError, GenerationSettings, LanguageModel, TapEvent
+
 from ._calibrator import AutoCalibrator
 from ._config import ACTIVE_MANIFOLD, PRESETS, PxConfig, PxError
 from ._router import Routing, route, zone_entropy
@@ -330,9 +331,8 @@ def run_one(
     return record
 
 
-def generation_settings(preset: str, max_new_tokens: int = 60, config: PxConfig | None = None) -> GenerationSettings:
+def generation_settings(preset: str, max_new_tokens: int, config: PxConfig) -> GenerationSettings:
     """Greedy; stop on config.stop_tokens besides eos; ACTIVE_MANIFOLD adds the repetition penalty and no-repeat size."""
-    config = config or PxConfig()
     if preset not in PRESETS:
         raise PxError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     active = preset == ACTIVE_MANIFOLD

@@ -1,10 +1,10 @@
 """Wall time of PX-Engine prompt isolation: fork-after-load against reload-per-prompt and in-process, same run.
 
-Usage: ``python -m models.bench.isolation [--prompts 12] [--tokens 8] [--calibration 4] [--preset ACTIVE_MANIFOLD]
+Usage: ``python -m benchmarks.pzombie.px.isolation [--prompts 12] [--tokens 8] [--calibration 4] [--preset ACTIVE_MANIFOLD]
 [--model gemma-3-270m] [--repeats 1] [--skip-reload]``
 
 Each method runs the same calibration prompts and then the same measured
-prompts through :func:`models.px.run_prompts`:
+prompts through :func:`benchmarks.pzombie.px.run_prompts` (engine constants from the P-Zombie prereg):
 
 * fork: a spawned loader process loads the weights once and forks a fresh
   child for the calibration and for every prompt (full isolation on CPU);
@@ -25,13 +25,8 @@ import time
 
 import torch
 
-from models.px import (
-    PRESETS,
-    ModelSpec,
-    default_config,
-    generation_settings,
-    run_prompts,
-)
+from benchmarks.pzombie.protocol import PREREG, engine_config
+from benchmarks.pzombie.px import PRESETS, ModelSpec, generation_settings, run_prompts
 
 TOPICS = ("rivers", "prime numbers", "lighthouses", "syllogisms", "glaciers", "haiku", "copper", "orchards",
           "bridges", "migration", "tides", "alphabets", "clocks", "deserts", "violins", "ledgers")
@@ -55,22 +50,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-reload", action="store_true", help="leave out reload-per-prompt (the slow method)")
     args = parser.parse_args(argv)
 
-    config = default_config(args.scale)
+    config = engine_config(args.scale)
+    timeout_s = PREREG.values.run.prompt_timeout_s
     settings = generation_settings(args.preset, args.tokens, config)
     measured, calibration = prompts(args.prompts, "m"), prompts(args.calibration, "c")[::-1]
     spec = ModelSpec(args.model)
 
     def in_process():
         return run_prompts(spec, measured, preset=args.preset, config=config, settings=settings,
-                           isolation="inprocess", calibration_prompts=calibration)
+                           isolation="inprocess", calibration_prompts=calibration, timeout_s=timeout_s)
 
     def fork():
         return run_prompts(spec, measured, preset=args.preset, config=config, settings=settings,
-                           isolation="fork", calibration_prompts=calibration)
+                           isolation="fork", calibration_prompts=calibration, timeout_s=timeout_s)
 
     def reload():
         return run_prompts(spec, measured, preset=args.preset, config=config, settings=settings,
-                           isolation="spawn", calibration_prompts=calibration)
+                           isolation="spawn", calibration_prompts=calibration, timeout_s=timeout_s)
 
     methods = {"fork after load": fork, "in-process": in_process}
     if not args.skip_reload:

@@ -1,4 +1,5 @@
-"""PX-Engine pieces without a model: router properties, calibrator rules, selector, configuration."""
+"""PX-Engine pieces without a model (router properties, calibrator rules, selector, configuration), and the
+engine on small random-weight models of the other layer layouts."""
 
 from __future__ import annotations
 
@@ -11,16 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.px import (
-    SCALE_DEFAULTS,
-    ZONES,
+from benchmarks.pzombie.protocol import PREREG, engine_config
+from benchmarks.pzombie.px import (
     AutoCalibrator,
     CalibratorState,
     PxConfig,
     PxError,
     PxRecord,
     Welford,
-    default_config,
     generation_settings,
     route,
     select,
@@ -29,7 +28,9 @@ from models.px import (
 )
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
-CONFIG = default_config("270M")
+CONFIG = engine_config("270M")
+ZONES = CONFIG.zones
+TIMEOUT_S = PREREG.values.run.prompt_timeout_s
 
 
 @given(z_k=finite, z_phi=finite, z_td=finite, tier=st.integers(0, 2))
@@ -101,9 +102,9 @@ def test_welford_ignores_non_finite():
     assert (w.n, w.mean) == (2, 2.0)
 
 
-@pytest.mark.parametrize("scale", sorted(SCALE_DEFAULTS))
+@pytest.mark.parametrize("scale", sorted(PREREG.values.scales))
 def test_synthetic_warmup_samples_are_seeded_and_within_jitter(scale):
-    config = default_config(scale)
+    config = engine_config(scale)
     a, b = AutoCalibrator.warmed_up(config), AutoCalibrator.warmed_up(config)
     samples = a.state.synthetic_samples
     assert samples == b.state.synthetic_samples and len(samples) == 10
@@ -179,7 +180,7 @@ def test_state_round_trips_and_belongs_to_its_config():
     again = CalibratorState.from_dict(data)
     assert again.sha256() == cal.state.sha256() and again.as_dict() == data
     with pytest.raises(PxError, match="different PxConfig"):
-        AutoCalibrator(default_config("1B"), again)
+        AutoCalibrator(engine_config("1B"), again)
     with pytest.raises(PxError, match="schema_version"):
         CalibratorState.from_dict({**data, "schema_version": 99})
 
@@ -203,17 +204,6 @@ def test_selector_grows_with_kurtosis():
         select(0.0, 7, CONFIG)
 
 
-def test_defaults_carry_the_original_constants():
-    c = default_config("270M")
-    assert c.zones == ("math", "logic_a", "logic_b", "creative", "synthesis")
-    assert c.kurtosis_centres == (1.5, 0.5, 0.0, -1.0, -2.0) and c.kurtosis_widths == (0.8, 0.6, 0.7, 1.0, 0.9)
-    assert (c.warmup_threshold, c.kurtosis_std_floor, c.td_std_floor, c.low_mass_threshold) == (5, 5.0, 0.10, 0.05)
-    assert (c.phi_prior_mean, c.phi_prior_std, c.warmup_seed) == (0.9, 0.05, 0xC0DE)
-    assert (c.temperatures, c.blend_weights, c.cv_cutoffs) == ((0.3, 0.6, 1.0), (0.8, 0.6, 0.5), (0.05, 0.01))
-    scales = {s: (d.recur_start, d.warmup_centre, d.warmup_jitter) for s, d in SCALE_DEFAULTS.items()}
-    assert scales == {"270M": (5, 313, 40), "1B": (10, 1115, 5), "4B": (8, 2280, 15), "E2B": (10, 620, 5)}
-
-
 def test_config_from_mapping_validates():
     c = PxConfig.from_mapping(CONFIG.as_dict())
     assert c == CONFIG and c.sha256() == CONFIG.sha256()
@@ -221,18 +211,18 @@ def test_config_from_mapping_validates():
     with pytest.raises(PxError, match="unknown PX-Engine constant.*recur_begin.*valid names"):
         PxConfig.from_mapping({"recur_begin": 3})
     with pytest.raises(PxError, match="one per zone"):
-        PxConfig.from_mapping({"kurtosis_centres": [1.0, 2.0]})
-    with pytest.raises(PxError, match="unknown scale '2B'.*270M"):
-        default_config("2B")
+        PxConfig.from_mapping({"kurtosis_centres": [1.0, 2.0]}, base=CONFIG)
+    with pytest.raises(PxError, match="not given; the engine has no defaults"):
+        PxConfig.from_mapping({"recur_start": 7})
 
 
 def test_generation_settings_per_preset():
-    active, baseline = generation_settings("ACTIVE_MANIFOLD", 60), generation_settings("BASELINE", 12)
+    active, baseline = generation_settings("ACTIVE_MANIFOLD", 60, CONFIG), generation_settings("BASELINE", 12, CONFIG)
     assert (active.repetition_penalty, active.no_repeat_ngram_size, active.max_new_tokens) == (1.15, 3, 60)
     assert (baseline.repetition_penalty, baseline.no_repeat_ngram_size, baseline.max_new_tokens) == (1.0, 0, 12)
     assert active.stop == baseline.stop == ("<end_of_turn>",)
     with pytest.raises(PxError, match="unknown preset"):
-        generation_settings("SUBJECTIVE")
+        generation_settings("SUBJECTIVE", 60, CONFIG)
 
 
 def _tiny_llama():
@@ -281,20 +271,21 @@ def test_engine_runs_other_layer_layouts_and_removes_its_hooks(build):
 
     from models import GEMMA3_CHAT_TEMPLATE, bundled_folder
     from models._hf import TransformersModel
-    from models.px import run_prompts
+    from benchmarks.pzombie.px import run_prompts
 
     torch.manual_seed(0)
     net, tokenizer_of, template, text_stack = build()
     folder, _ = bundled_folder(tokenizer_of)  # only the tokenizer is used
     model = TransformersModel(net, AutoTokenizer.from_pretrained(folder), model_id="tiny", revision="sha256:" + "0" * 64,
                               source="from_config", chat_template=GEMMA3_CHAT_TEMPLATE if template else None)
-    config = default_config("270M", recur_start=2, final_layers=1, window_base=2, window_min=1, window_max=3,
-                            stop_tokens=("<end_of_turn>",) if template else ())
+    config = engine_config("270M", recur_start=2, final_layers=1, window_base=2, window_min=1, window_max=3,
+                           stop_tokens=("<end_of_turn>",) if template else ())
     runs = {}
     for preset in ("ACTIVE_MANIFOLD", "BASELINE"):
         runs[preset] = run_prompts(model, [("a", "What is 2 + 2?"), ("b", "Write a line about rain.")], preset=preset,
                                    config=config, settings=generation_settings(preset, 3, config),
-                                   isolation="inprocess", calibration_prompts=[("c", "Name a colour.")])
+                                   isolation="inprocess", calibration_prompts=[("c", "Name a colour.")],
+                                   timeout_s=TIMEOUT_S)
         for record in runs[preset].records:
             assert record.ok and record.steps == record.new_tokens >= 1
             assert all(k is not None and math.isfinite(k) for k in record.kurtosis)

@@ -1,0 +1,48 @@
+"""Model factories the engine tests hand to isolated processes (``ModelSpec(factory=...)``).
+
+They live apart from the test modules so that a spawned loader, which imports
+the factory's module to unpickle it, imports only ``models`` and this file.
+"""
+
+from __future__ import annotations
+
+import os
+
+from models import GEMMA3_CHAT_TEMPLATE, GenerationSettings, LanguageModel, bundled_folder, load_model
+
+
+def faulty_gemma(**options) -> LanguageModel:
+    """The bundled Gemma whose generate() fails on marker prompts: CRASH-NOW exits the process, RAISE-NOW raises."""
+    model = load_model("gemma-3-270m", **options)
+    model.generate = faulty_generate(model.generate)
+    return model
+
+
+def faulty_generate(original):
+    def generate(prompts, settings=None):
+        text = prompts[0] if isinstance(prompts[0], str) else str(prompts[0])
+        if "CRASH-NOW" in text:
+            os._exit(3)
+        if "RAISE-NOW" in text:
+            raise RuntimeError("injected failure")
+        return original(prompts, settings or GenerationSettings())
+
+    return generate
+
+
+def tiny_gemma(device: str = "cpu", dtype: str = "float32") -> LanguageModel:
+    """A six-layer Gemma 3 with seeded random weights (the same in every process) and the bundled tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig
+
+    from models._hf import TransformersModel
+
+    folder, _ = bundled_folder("gemma-3-270m")
+    config = Gemma3TextConfig(vocab_size=262144, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
+                              num_attention_heads=4, num_key_value_heads=1, head_dim=16, max_position_embeddings=512,
+                              sliding_window=64)
+    torch.manual_seed(0)
+    model = Gemma3ForCausalLM(config).to(dtype=getattr(torch, dtype), device=device)
+    return TransformersModel(model, AutoTokenizer.from_pretrained(folder), model_id="tiny-gemma3-from-config",
+                             revision="sha256:" + "0" * 64, source="from_config", chat_template=GEMMA3_CHAT_TEMPLATE,
+                             stop_tokens=("<end_of_turn>",))
