@@ -191,6 +191,11 @@ class Protocol(Generic[U, R]):
     def recognize_model(self, name: str) -> None:
         """Register a model name that the protocol builds on demand (e.g. parametrized scripted workers)."""
 
+    def resume_problems(self, run: "ProtocolRun") -> list[str]:
+        """Reasons the existing run directory cannot be resumed beyond core's identity check (reading only),
+        e.g. a protocol's own state file written by another run; each is refused before any test."""
+        return []
+
     def deviations(self, run: "ProtocolRun") -> list[str]:
         """Ways this run departs from the preregistration beyond the shared ones (model, device)."""
         return []
@@ -535,6 +540,9 @@ class ProtocolRun(Generic[U, R]):
             if conflicts:
                 raise ResumeRefused(f"{where} was started with other settings ({'; '.join(conflicts)}, per "
                                     f"{PROVENANCE_FILE}); resume it with the same options, or leave out --run-id")
+        problems = self.protocol.resume_problems(self)
+        if problems:
+            raise ResumeRefused(f"{where} cannot be resumed: {'; '.join(problems)}; leave out --run-id to start a new run")
 
     # ----------------------------------------------------------------- units and measurement
 

@@ -144,7 +144,7 @@ class Provenance:
 
     protocol: str  # the benchmark folder's name
     run_id: str  # the run directory's name
-    started_at: str  # ISO 8601 UTC, when the pytest session started
+    started_at: str  # ISO 8601 UTC, when the first session of the run started
     model: Mapping[str, Any]  # at least id and an immutable revision, from the backend's description
     seeds: Mapping[str, int]  # every seed the run used, by role
     prereg_path: str  # the preregistration file, relative to the suite root
@@ -159,6 +159,7 @@ class Provenance:
     extra: Mapping[str, Any] = field(default_factory=dict)  # protocol-specific facts
     identity: Mapping[str, Any] = field(default_factory=dict)  # what every ledger line of the run carries (model,
     # revision, device, prereg and fixture hashes, settings); a resume with another identity is refused
+    resumed_at: tuple[str, ...] = ()  # ISO 8601 UTC start of every later session that resumed the run
     schema_version: int = SCHEMA_VERSION
 
     def finished(self) -> "Provenance":

@@ -110,10 +110,16 @@ class Run:
             prereg_path = prereg.path.resolve().relative_to(SUITE_ROOT).as_posix()
         except ValueError:
             prereg_path = prereg.path.resolve().as_posix()
+        started, resumed = self.started_at, ()
+        previous = self.load_provenance()
+        if previous is not None:  # a resumed run keeps its first start and lists every later session's
+            started, resumed = previous.started_at, tuple(previous.resumed_at)
+            if self.started_at not in (started, *resumed):
+                resumed += (self.started_at,)
         record = Provenance(
             protocol=self.protocol,
             run_id=self.run_id,
-            started_at=self.started_at,
+            started_at=started,
             model=dict(model),
             seeds=dict(seeds),
             prereg_path=prereg_path,
@@ -126,6 +132,7 @@ class Run:
             git=git_state(SUITE_ROOT),
             extra=dict(extra or {}),
             identity=dict(identity or {}),
+            resumed_at=resumed,
         )
         self.write_json(PROVENANCE_FILE, asdict(record))
         return record

@@ -455,17 +455,26 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
             options["revision"] = run.revision
         return px.ModelSpec(run.model, options)
 
-    def stored_calibration(self, run: ProtocolRun, preset: str) -> dict[str, Any] | None:
-        """A preset's frozen state from an earlier session of this run, refused when another run wrote it."""
+    def calibration_problem(self, run: ProtocolRun, preset: str) -> str | None:
+        """Why a preset's stored frozen state cannot be resumed (another run wrote it), or None."""
         if not run.path(calibration_file(preset)).exists():
             return None
         stored = run.read_json(calibration_file(preset))
         conflicts = identity_conflicts(stored.get("identity") or {}, run.identity())
-        if not stored.get("identity") or conflicts:
-            why = "; ".join(conflicts) or "it carries no run identity"
-            raise ResumeRefused(f"{self.label}: run {run.run_id}: {calibration_file(preset)} belongs to another run "
-                                f"({why}); leave out --run-id to start a new run")
-        return stored
+        if stored.get("identity") and not conflicts:
+            return None
+        return f"{calibration_file(preset)} belongs to another run ({'; '.join(conflicts) or 'it carries no run identity'})"
+
+    def resume_problems(self, run: ProtocolRun) -> list[str]:
+        return [p for preset in self.spec.run.presets if (p := self.calibration_problem(run, preset))]
+
+    def stored_calibration(self, run: ProtocolRun, preset: str) -> dict[str, Any] | None:
+        """A preset's frozen state from an earlier session of this run (core's resume check refused any other)."""
+        problem = self.calibration_problem(run, preset)
+        if problem:
+            raise ResumeRefused(f"{self.label}: run {run.run_id}: {problem}; leave out --run-id to start a new run")
+        path = run.path(calibration_file(preset))
+        return run.read_json(path.name) if path.exists() else None
 
     def run_units(self, run: ProtocolRun, todo: Sequence[PzUnit], append: Callable[[PzRecord], None]) -> None:
         """Per preset with units left: calibrate (or take the stored frozen state), then measure its prompts."""

@@ -195,18 +195,20 @@ def test_a_foreign_resume_is_refused_before_any_write(pytester: pytest.Pytester,
 
 
 def test_a_calibration_file_of_another_run_is_not_reused(tmp_path: Path) -> None:
-    """A frozen state left by another model's run (its ledger and provenance gone) is refused, not calibrated on."""
+    """A frozen state left by another model's run (its ledger and provenance gone) is refused by the resume
+    check (before any test), not calibrated on."""
     results = tmp_path / "results"
     run_dir = prefill_run(results, "earlier", "confirmed")
     (run_dir / "records.jsonl").unlink()
     (run_dir / "provenance.json").unlink()
     other = ProtocolRun(PROTOCOL, Run("pzombie", "earlier", results, "2026-11-30T00:00:00Z", HERE),
                         model="smollm2-135m-instruct", device="cpu")
-    other.check_resume()  # nothing core reads names another run ...
     before = file_hashes(run_dir)
-    with pytest.raises(ResumeRefused, match="calibration-ACTIVE_MANIFOLD.json belongs to another run .*model: "
-                                            "'gemma-3-270m' -> 'smollm2-135m-instruct'"):
-        PROTOCOL.stored_calibration(other, "ACTIVE_MANIFOLD")  # ... but the frozen state does
+    refusal = "calibration-ACTIVE_MANIFOLD.json belongs to another run .*model: 'gemma-3-270m' -> 'smollm2-135m-instruct'"
+    with pytest.raises(ResumeRefused, match=refusal):
+        other.check_resume()  # the check made at collection reads the protocol's own state files too
+    with pytest.raises(ResumeRefused, match=refusal):
+        PROTOCOL.stored_calibration(other, "ACTIVE_MANIFOLD")
     same = ProtocolRun(PROTOCOL, Run("pzombie", "earlier", results, "2026-11-30T00:00:00Z", HERE),
                        model="gemma-3-270m", device="cpu")
     assert PROTOCOL.stored_calibration(same, "BASELINE")["preset"] == "BASELINE"
@@ -343,9 +345,11 @@ def test_bundled_gemma3_270m_killed_and_resumed(pytester: pytest.Pytester, tmp_p
         assert shas == {calibration["frozen_state_sha256"]}
     provenance_after = json.loads((run_dir / "provenance.json").read_text())
     assert provenance_before.pop("finished_at") is None and provenance_after.pop("finished_at")
-    # The resumed session wrote the provenance again (core's run.start): the same model, identity, settings and
-    # deviations; only the session start time is the resumed session's.
-    assert provenance_after.pop("started_at") >= provenance_before.pop("started_at")
+    # The resumed session wrote the provenance again (core's run.start): the same model, identity, settings,
+    # deviations and first start; the resumed session's start is listed after it.
+    assert provenance_before.pop("resumed_at") == []
+    (resumed_at,) = provenance_after.pop("resumed_at")
+    assert resumed_at >= provenance_before["started_at"]
     assert provenance_after == provenance_before
 
     assert {r["engine"]["isolation"] for r in records} == {"fork"}
