@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.core.rundir import SUITE_ROOT
 from benchmarks.core.selfcheck import (
     expected_pattern,
     outcomes_by_name,
@@ -206,3 +207,22 @@ def test_a_resume_with_another_fixture_set_is_refused(pytester: pytest.Pytester,
     text = result.stdout.str() + result.stderr.str()
     assert "fixture_set: 'preregistered' -> 'balanced'" in text
     assert tree_digest(run_dir) == before
+
+
+def test_without_m_cpu_the_summary_says_no_protocol_ran(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """``pytest benchmarks/res`` without ``-m cpu`` measures nothing, and says so instead of looking like a run."""
+    result = pytester.runpytest_subprocess(str(HERE / "prereg.toml"), str(HERE / "test_fixture_audit.py"),
+                                           f"--rootdir={SUITE_ROOT}", f"--results-dir={tmp_path / 'results'}",
+                                           "-p", "no:cacheprovider")
+    assert result.ret == 0
+    assert ("no protocol run (RES): their model-run tests were deselected by -m 'not cpu and not gpu'; "
+            "add -m cpu or -m gpu") in result.stdout.str()
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_bad_option_value_is_one_usage_line_naming_the_valid_ones(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-oracle", "--res-fixture-set", "x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("RES cannot run: --res-fixture-set 'x' is not valid; choose one of: preregistered, balanced"
+            in result.stdout.str() + result.stderr.str())
+    assert not (tmp_path / "results").exists()
