@@ -21,6 +21,7 @@ ERROR_CODES = (
     "http_error",  # the server answered with a non-2xx status
     "malformed_response",  # the answer was not the JSON shape the API promises
     "empty_response",  # the answer had no choices / no message content
+    "response_too_large",  # the answer body exceeded the backend's size limit (never read whole)
     "backend_error",  # the backend raised while producing this item
 )
 
