@@ -67,13 +67,33 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_text(text: str) -> str:
-    """sha256 hex digest of the UTF-8 bytes of ``text``."""
-    return sha256_bytes(text.encode("utf-8"))
+    """sha256 hex digest of the UTF-8 bytes of ``text``.
+
+    A text holding a lone surrogate (a model may return one) has no UTF-8
+    form; it is hashed over its ``surrogatepass`` bytes, where each lone
+    surrogate is the three bytes of its code point.  Every other text hashes
+    exactly as before.
+    """
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogatepass")
+    return sha256_bytes(data)
 
 
 def sha256_json(value: Any, *, ensure_ascii: bool = False) -> str:
-    """sha256 hex digest of the canonical JSON of ``value`` (``ensure_ascii`` as in :func:`canonical_json`)."""
-    return sha256_text(canonical_json(value, ensure_ascii=ensure_ascii))
+    """sha256 hex digest of the canonical JSON of ``value`` (``ensure_ascii`` as in :func:`canonical_json`).
+
+    A value whose UTF-8 spelling cannot be encoded (a string with a lone
+    surrogate) is hashed over its ``ensure_ascii`` spelling, which escapes the
+    surrogate as ``\\uXXXX``; values that encode hash as before.
+    """
+    text = canonical_json(value, ensure_ascii=ensure_ascii)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = canonical_json(value, ensure_ascii=True).encode("ascii")
+    return sha256_bytes(data)
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

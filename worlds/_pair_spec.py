@@ -54,9 +54,11 @@ def load_pair_spec(path: str | Path) -> PairSpec:
     p = Path(path)
     src = str(p)
     try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        raw = tomllib.loads(p.read_bytes().decode("utf-8"))
     except OSError as exc:
         raise PairConstructionError(f"{src}: cannot read the pair spec ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise PairConstructionError(f"{src}: not UTF-8 text at byte {exc.start}; save the pair spec as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise PairConstructionError(f"{src}: not valid TOML ({exc})") from None
 

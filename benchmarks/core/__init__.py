@@ -4,7 +4,17 @@ Protocols import from here, never from one another.
 """
 
 from . import stats
-from ._canonical import atomic_write_json, atomic_write_text, canonical_json, sha256_bytes, sha256_file, sha256_json
+from ._canonical import (
+    FileReadError,
+    FileWriteError,
+    atomic_write_json,
+    atomic_write_text,
+    canonical_json,
+    read_json_file,
+    sha256_bytes,
+    sha256_file,
+    sha256_json,
+)
 from .frozen import fixture_hashes, prereg_hashes
 from .ledger import (
     Ledger,
@@ -13,27 +23,33 @@ from .ledger import (
     LedgerError,
     LedgerTornError,
     LedgerTornTailWarning,
+    LedgerUnsafeError,
+    LedgerWriteError,
     TornTail,
     read_ledger,
 )
 from ._generated import install
 from .protocol import AnswerKey, ModelChoice, Option, Protocol, ProtocolRun, ResumeRefused, UsageProblem, finite
 from .prereg import ClassificationSpec, ModelSpec, Prereg, PreregError, ProtocolHeader, RuleSpec, classification, load_prereg
-from .provenance import Provenance, ProvenanceError, check_revision
+from .provenance import Provenance, ProvenanceError, check_revision, read_provenance
 from .rules import Classification, Condition, Outcome, Rule, RuleError
-from .rundir import Run
+from .rundir import Run, RunDirError
 
 __all__ = [
     "AnswerKey",
     "Classification",
     "ClassificationSpec",
     "Condition",
+    "FileReadError",
+    "FileWriteError",
     "Ledger",
     "LedgerCorruptError",
     "LedgerDuplicateError",
     "LedgerError",
     "LedgerTornError",
     "LedgerTornTailWarning",
+    "LedgerUnsafeError",
+    "LedgerWriteError",
     "ModelChoice",
     "Option",
     "Outcome",
@@ -50,6 +66,7 @@ __all__ = [
     "RuleError",
     "RuleSpec",
     "Run",
+    "RunDirError",
     "TornTail",
     "UsageProblem",
     "atomic_write_json",
@@ -62,7 +79,9 @@ __all__ = [
     "install",
     "load_prereg",
     "prereg_hashes",
+    "read_json_file",
     "read_ledger",
+    "read_provenance",
     "sha256_bytes",
     "sha256_file",
     "sha256_json",

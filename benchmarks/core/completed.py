@@ -2,31 +2,57 @@
 
 Usage: ``python -m benchmarks.core.completed RESULTS_DIR/PROTOCOL [RUN_ID]``.
 Without a run id the newest run directory is read.  The benchmark workflow
-commits result artifacts only when this exits 0.
+commits result artifacts only when this exits 0.  A report that is a link,
+not UTF-8, not JSON or not of the report's shape is one line naming the file
+and the byte, line or key, and exit status 1.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
+from ._canonical import FileReadError, read_json_file
 from .rundir import REPORT_FILE
+
+
+def _verdict(report: Any, protocol: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The protocol's entry of a report and the shape problem when it has none."""
+    benchmark = report.get("benchmark") if isinstance(report, dict) else None
+    protocols = benchmark.get("protocols") if isinstance(benchmark, dict) else None
+    if not isinstance(protocols, dict):
+        return None, "holds no 'benchmark.protocols' object; it is not a preregbench report"
+    entry = protocols.get(protocol)
+    if entry is None:
+        return None, f"no verdict for protocol {protocol!r}"
+    if not isinstance(entry, dict) or not isinstance(entry.get("status"), str) \
+            or not isinstance(entry.get("problems", []), list) or not isinstance(entry.get("classifications", {}), dict):
+        return None, f"the verdict of {protocol!r} is not of the report's shape (status, problems, classifications)"
+    return entry, None
 
 
 def run_status(run_dir: Path) -> tuple[bool, str]:
     report_file = run_dir / REPORT_FILE
-    if not report_file.is_file():
+    if not os.path.lexists(report_file):
         return False, f"{run_dir}: no {REPORT_FILE}; the session did not finish"
-    report = json.loads(report_file.read_text(encoding="utf-8"))
-    protocol = run_dir.parent.name
-    entry = report.get("benchmark", {}).get("protocols", {}).get(protocol)
+    try:
+        report = read_json_file(report_file)
+    except FileReadError as exc:
+        return False, str(exc)
+    except OSError as exc:
+        return False, f"{report_file}: cannot be read ({exc.strerror or exc})"
+    entry, problem = _verdict(report, run_dir.parent.name)
     if entry is None:
-        return False, f"{report_file}: no verdict for protocol {protocol!r}"
+        return False, f"{report_file}: {problem}"
     if entry["status"] != "complete":
-        problems = "; ".join(entry["problems"]) or "no completeness check ran"
+        problems = "; ".join(map(str, entry.get("problems", []))) or "no completeness check ran"
         return False, f"{run_dir.name}: run is {entry['status']}: {problems}"
-    labels = ", ".join(f"{name} = {c['outcome']['label']}" for name, c in entry["classifications"].items())
+    try:
+        labels = ", ".join(f"{name} = {c['outcome']['label']}" for name, c in entry.get("classifications", {}).items())
+    except (TypeError, KeyError) as exc:
+        return False, f"{report_file}: a classification of the verdict has no outcome label ({exc!r})"
     return True, f"{run_dir.name}: complete; {labels or 'no classification'}"
 
 
@@ -39,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) == 2:
         run_dir = protocol_dir / args[1]
     else:
-        runs = sorted(p for p in protocol_dir.glob("*") if p.is_dir())
+        runs = sorted(p for p in protocol_dir.glob("*") if p.is_dir() and not p.is_symlink())
         if not runs:
             print(f"{protocol_dir}: no run directories", file=sys.stderr)
             return 1

@@ -10,19 +10,39 @@ leaves a prefix of whole lines and at most one torn last line (bytes with no
 closing newline).  Reading refuses a torn ledger; reopening it for appending
 moves the torn bytes aside into a sidecar file, reports them, and continues
 after the last whole record, so a resumed run neither loses nor repeats a unit.
+
+Hostile content and faults:
+
+* Any Python string round-trips.  A line is UTF-8 JSON; a record holding a
+  string UTF-8 cannot encode (a lone surrogate from a model's reply) is
+  written with ``\\uXXXX`` escapes for every non-ASCII character instead,
+  which every JSON reader decodes back to the same string.  Reading is
+  strict UTF-8: bytes that are not UTF-8 (raw surrogates among them) are a
+  :class:`LedgerCorruptError` naming the line and the byte.
+* A ledger is a regular file of its own: a symbolic link (never followed:
+  ``O_NOFOLLOW``), a FIFO or device, or, for appending, a file with other
+  hard links is refused (:class:`LedgerUnsafeError`) before a byte is read or
+  written, so a file outside the run directory is never truncated.
+* A write the system refuses (disk full, file-size limit, permission) cuts
+  the ledger back to its last whole record and raises
+  :class:`LedgerWriteError`, one line naming the file and the errno; a cut
+  that fails too leaves a torn tail, which no reader parses.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
+import stat
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Generic, Iterator, Mapping, TypeVar
 
-from ._canonical import canonical_json
+from ._canonical import FileWriteError, canonical_json
 from ._typed import TypedDataError, from_dict
 
 R = TypeVar("R")
@@ -47,6 +67,14 @@ class LedgerDuplicateError(LedgerError):
     """A unit that is already recorded was appended again."""
 
 
+class LedgerUnsafeError(LedgerCorruptError):
+    """The ledger's path is not a regular file of its own (a symbolic link, a FIFO, a hard-linked file)."""
+
+
+class LedgerWriteError(LedgerError, FileWriteError):
+    """A record could not be written (disk full, file too large, permission); the ledger keeps its whole records."""
+
+
 class LedgerTornTailWarning(UserWarning):
     """A torn tail was moved aside while reopening a ledger."""
 
@@ -69,9 +97,14 @@ def _schema_version(schema: type) -> int:
 
 def _json_object(line: bytes, where: str) -> dict[str, Any]:
     try:
-        data = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LedgerCorruptError(f"{where}: not JSON ({exc})") from exc
+        text = line.decode("utf-8")  # strict: raw surrogate bytes are not UTF-8 either
+    except UnicodeDecodeError as exc:
+        raise LedgerCorruptError(f"{where}: byte offset {exc.start} of the line (0x{line[exc.start]:02x}) is not UTF-8 "
+                                 f"({exc.reason}); the file was not written by the suite's ledger") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LedgerCorruptError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(data, dict):
         raise LedgerCorruptError(f"{where}: a record must be a JSON object")
     return data
@@ -94,9 +127,46 @@ def _parse_line(line: bytes, schema: type, path: Path, number: int) -> tuple[Any
         raise LedgerCorruptError(f"{where}: field '{exc.key}': {exc.problem}") from exc
 
 
-def _scan(path: Path, schema: type) -> tuple[list[Any], list[dict[str, Any] | None], int, bytes]:
+def _open(path: Path, flags: int, mode: int = 0o644) -> int:
+    """A file descriptor of ``path``, refusing a symbolic link and anything but a regular file."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LedgerUnsafeError(f"{path}: is a symbolic link; a ledger is never opened through a link "
+                                    "(remove the link, or start a new run without --run-id)") from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise LedgerUnsafeError(f"{path}: is not a regular file; remove it, or start a new run without --run-id")
+    return fd
+
+
+def _read_all(fd: int) -> bytes:
+    chunks, offset = [], 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def _read(path: Path) -> bytes:
+    """The bytes of a ledger (none when it does not exist), read without following a link."""
+    try:
+        fd = _open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return b""
+    try:
+        return _read_all(fd)
+    finally:
+        os.close(fd)
+
+
+def _parse(path: Path, schema: type, data: bytes) -> tuple[list[Any], list[dict[str, Any] | None], int, bytes]:
     """Whole records, their identities, the byte length they occupy, and any torn tail bytes."""
-    data = path.read_bytes() if path.exists() else b""
     end = data.rfind(b"\n") + 1
     parsed = [
         _parse_line(line, schema, path, number)
@@ -109,10 +179,10 @@ def read_identities(path: str | os.PathLike[str]) -> list[dict[str, Any] | None]
     """The identity object of every whole line of a ledger (None for a line without one), schema unread.
 
     A missing file has no lines; a torn tail is ignored; a whole line that is
-    not a JSON object is :class:`LedgerCorruptError`.
+    not a JSON object, and a path that is a link, is :class:`LedgerCorruptError`.
     """
     path = Path(path)
-    data = path.read_bytes() if path.exists() else b""
+    data = _read(path)
     out = []
     for number, line in enumerate(data[: data.rfind(b"\n") + 1].split(b"\n")[:-1], start=1):
         identity = _json_object(line, f"{path}: line {number}").get(IDENTITY_KEY)
@@ -123,7 +193,7 @@ def read_identities(path: str | os.PathLike[str]) -> list[dict[str, Any] | None]
 def read_ledger(path: str | os.PathLike[str], schema: type[R]) -> list[R]:
     """Every record of a finished ledger; a torn tail or a bad line is an error."""
     path = Path(path)
-    records, _, end, tail = _scan(path, schema)
+    records, _, end, tail = _parse(path, schema, _read(path))
     if tail:
         raise LedgerTornError(
             f"{path}: ends in a torn line of {len(tail)} bytes at offset {end} "
@@ -135,10 +205,11 @@ def read_ledger(path: str | os.PathLike[str], schema: type[R]) -> list[R]:
 class Ledger(Generic[R]):
     """An append-only ledger of ``schema`` records keyed by the field ``key``.
 
-    Opening an existing ledger validates every whole line, moves a torn tail
-    into ``<name>.torn-<offset>`` (reported as a :class:`LedgerTornTailWarning`
-    and in :attr:`torn`), and takes an exclusive lock so that only one process
-    appends.  :attr:`identities` holds the identity object of every recorded
+    Opening an existing ledger refuses a path that is not a regular file of
+    its own (:class:`LedgerUnsafeError`), validates every whole line, moves a
+    torn tail into ``<name>.torn-<offset>`` (``.<n>`` added when that name is
+    taken; reported as a :class:`LedgerTornTailWarning` and in :attr:`torn`),
+    and takes an exclusive lock so that only one process appends.  :attr:`identities` holds the identity object of every recorded
     line; :attr:`identity`, when set, is written into every line appended.
     """
 
@@ -154,15 +225,22 @@ class Ledger(Generic[R]):
             raise TypeError(f"{schema.__name__} has no field {key!r} to key the ledger by")
         if IDENTITY_KEY in names or "schema_version" in names:
             raise TypeError(f"{schema.__name__}: the field names {IDENTITY_KEY!r} and 'schema_version' belong to the ledger")
+        self._fd = -1
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = _open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self.close()
             raise LedgerError(f"{self.path}: another process is appending to this ledger") from None
         try:
-            self.records, self.identities, end, tail = _scan(self.path, schema)
+            links = os.fstat(self._fd).st_nlink
+            if links != 1:
+                raise LedgerUnsafeError(f"{self.path}: has {links} hard links, so appending would change another "
+                                        "file too; copy it to a file of its own, or start a new run without --run-id")
+            data = _read_all(self._fd)
+            self.records, self.identities, end, tail = _parse(self.path, schema, data)
+            self._end = end
             self.torn: TornTail | None = None
             if tail:
                 self.torn = self._set_aside(end, tail)
@@ -177,13 +255,26 @@ class Ledger(Generic[R]):
             raise
 
     def _set_aside(self, offset: int, tail: bytes) -> TornTail:
-        sidecar = self.path.with_name(f"{self.path.name}.torn-{offset}")
-        with open(sidecar, "wb") as handle:
-            handle.write(tail)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.ftruncate(self._fd, offset)
-        os.fsync(self._fd)
+        base = f"{self.path.name}.torn-{offset}"
+        for attempt in range(1000):
+            sidecar = self.path.with_name(base if attempt == 0 else f"{base}.{attempt}")
+            try:  # a new file of its own: never an existing one, never through a link
+                fd = os.open(sidecar, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise LedgerError(f"{self.path}: 1000 torn-tail files for offset {offset} already exist; move them away")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(tail)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.ftruncate(self._fd, offset)
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise LedgerWriteError(self.path, exc, f"its torn last line ({len(tail)} bytes at offset {offset}) "
+                                   "is still in place and will be set aside again on the next resume") from exc
         torn = TornTail(offset=offset, size=len(tail), sidecar=sidecar)
         warnings.warn(
             f"{self.path}: torn last line ({len(tail)} bytes at offset {offset}) moved to {sidecar.name}; "
@@ -222,18 +313,42 @@ class Ledger(Generic[R]):
             body[IDENTITY_KEY] = dict(self.identity)
         try:  # the record must serialize and read back as itself
             line = canonical_json(body)
+            try:
+                payload = (line + "\n").encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: the same JSON value, every non-ASCII character escaped
+                line = canonical_json(body, ensure_ascii=True)
+                payload = (line + "\n").encode("ascii")
             from_dict(self.schema, {k: v for k, v in json.loads(line).items() if k not in ("schema_version", IDENTITY_KEY)})
         except (TypedDataError, TypeError, ValueError) as exc:
             raise LedgerError(f"{self.path}: record for unit {unit!r} does not match {self.schema.__name__}: {exc}") from exc
-        payload = (line + "\n").encode("utf-8")
-        view = memoryview(payload)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        os.fsync(self._fd)
+        self._write(payload, unit)
         self.records.append(record)
         self.identities.append(None if self.identity is None else dict(self.identity))
         self._keys[unit] = len(self.records)
+
+    def _write(self, payload: bytes, unit: object) -> None:
+        """Write one line and fsync it; on any failure cut the file back to its last whole record."""
+        start = self._end
+        view = memoryview(payload)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fsync(self._fd)
+        except BaseException as exc:
+            try:
+                os.ftruncate(self._fd, start)
+                outcome = f"the ledger was cut back to its last whole record ({start} bytes)"
+            except OSError:
+                outcome = "cutting it back failed too; the partial line is a torn tail that the next resume sets aside"
+            else:
+                with contextlib.suppress(OSError):  # best effort: the cut holds in this process's view either way
+                    os.fsync(self._fd)
+            if isinstance(exc, OSError):
+                raise LedgerWriteError(self.path, exc, f"unit {unit!r} is not recorded and {outcome}; fix the cause "
+                                       "and resume the run with the same --run-id") from exc
+            raise
+        self._end = start + len(payload)
 
     def close(self) -> None:
         if self._fd >= 0:

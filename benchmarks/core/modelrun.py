@@ -23,6 +23,8 @@ Tests marked ``gpu`` outside a protocol run skip without CUDA, naming why.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,6 +194,26 @@ def _idle_line(state: _Collected, config: pytest.Config) -> str:
     return f"no protocol run ({names}): their model-run tests were deselected by -m {expr!r}; add -m cpu or -m gpu"
 
 
+_ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+
+
+def api_key_problem(name: str | None, kind: str) -> str | None:
+    """What is wrong with ``--api-key-env NAME`` for a model of this kind (None when nothing is).
+
+    Only the variable's name is ever printed or recorded, never its value.
+    """
+    if name is None:
+        return None
+    if not _ENV_NAME.match(name):
+        return (f"--api-key-env {name!r} is not an environment variable name; give a name such as "
+                "OPENAI_API_KEY (letters, digits, underscores)")
+    if kind != "openai-http":
+        return f"--api-key-env applies to served models (openai:MODEL@BASE_URL) only; leave it out for a {kind} model"
+    if not os.environ.get(name):
+        return f"--api-key-env {name}: the environment variable {name} is not set or empty; export the key in it"
+    return None
+
+
 def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session | None = None) -> ProtocolRun:
     """Everything that can be known before the first test: one line and exit status 4 when it fails."""
     import models
@@ -207,9 +229,12 @@ def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session
                             "NVIDIA GPU, or pass --device cpu -m cpu", session)
     protocol.recognize_model(run.model)
     try:
-        models.check_model_name(run.model)
+        kind = models.check_model_name(run.model)
     except models.UnknownModelError as exc:
         _stop(protocol, str(exc), session)
+    problem = api_key_problem(run.api_key_env, kind)
+    if problem:
+        _stop(protocol, problem, session)
     try:
         sha = hub_revision(run.model, config.getoption("benchmark_revision"), run.preregistered)
     except models.ModelUnavailableError as exc:

@@ -14,26 +14,40 @@ Loaded by the root ``conftest.py``.  What it adds to a pytest session:
   run directory, and in the terminal summary;
 * the Hypothesis profiles (``HYPOTHESIS_PROFILE=ci`` selects the CI one) and
   syrupy snapshots stored under the top-level ``snapshots/`` folder.
+
+Faults: a bad ``--run-id`` or ``--results-dir`` is one usage line (exit
+status 4) before any work; a file of the run that cannot be written during
+a test (disk full, file-size limit, permission) ends the session after that
+test with one line naming the file and the errno, the run reported
+``broken``; a damaged ``provenance.json`` at the session end is a problem of
+the run, named in the report, never a traceback.
 """
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 import re
+import signal
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import pytest
 
-from ._canonical import atomic_write_json
-from .provenance import Provenance, utc_now
+from ._canonical import FileReadError, FileWriteError, atomic_write_json, errno_name
+from .ledger import LedgerError
+from .provenance import ProvenanceError, read_provenance, utc_now
 from .rules import Classification, Outcome, RuleError
-from .rundir import PROVENANCE_FILE, REPORT_FILE, Run, new_run_id, protocol_dir_of
+from .rundir import PROVENANCE_FILE, REPORT_FILE, Run, RunDirError, check_run_dir, new_run_id, protocol_dir_of
 
 DEVICES = ("cpu", "cuda")
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: A run id: a directory name of at most 64 characters that is safe everywhere (no separators, no leading dot).
+RUN_ID_PATTERN = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+#: Errors of a write that the system refused: they end a run with one line, never a traceback.
+WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO})
+_FAULT = "benchmark.fault"
 _KIND = "benchmark.kind"
 _PROTOCOL = "benchmark.protocol"
 _VERDICT = "benchmark.verdict"
@@ -85,6 +99,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="folder that receives <protocol>/<run-id>/ (relative paths are taken from the rootdir)")
     group.addoption("--run-id", dest="benchmark_run_id", default=None,
                     help="reuse a run id to resume a killed run in its directory; default: a new id")
+    group.addoption("--api-key-env", dest="benchmark_api_key_env", default=None, metavar="NAME",
+                    help="environment variable holding a served model's API key (openai:MODEL@BASE_URL); "
+                         "only the name is printed or recorded")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -107,10 +124,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if device is not None and device not in DEVICES:
         raise pytest.UsageError(f"--device {device!r} is not valid; choose one of: {', '.join(DEVICES)}")
     run_id = config.getoption("benchmark_run_id")
-    if run_id is not None and not _RUN_ID.match(run_id):
-        raise pytest.UsageError(
-            f"--run-id {run_id!r} is not valid; use letters, digits, '.', '_' and '-' (no path separators)"
-        )
+    if run_id is not None:
+        check_run_id(run_id)
+    if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file-size limit makes a write fail (EFBIG), not kill us
 
     # syrupy keeps snapshots in <root>/snapshots/, unless the user chose an extension.
     if hasattr(config.option, "default_extension") and not config.option.default_extension:
@@ -128,9 +145,44 @@ def pytest_configure(config: pytest.Config) -> None:
     results = Path(config.getoption("benchmark_results_dir"))
     if not results.is_absolute():
         results = config.rootpath / results
+    if workerinput is None:
+        check_results_dir(results)
     config.stash[_STATE] = _State(run_id=run_id, started_at=started, results_dir=results)
     if workerinput is None:
         config.pluginmanager.register(_Reporter(config), "benchmark-reporter")
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` when it matches :data:`RUN_ID_PATTERN`; else a one-line ``pytest.UsageError``."""
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+        shown = repr(run_id) if len(run_id) <= 70 else f"{run_id[:40]!r}... ({len(run_id)} characters)"
+        raise pytest.UsageError(
+            f"--run-id {shown} is not valid; use 1 to 64 letters, digits, '.', '_' and '-', starting with a "
+            "letter or digit (no path separators, spaces or newlines)"
+        )
+    return run_id
+
+
+def check_results_dir(results: Path) -> Path:
+    """``results`` when it is a directory that can be written, or a folder that can be created there.
+
+    Reads only (nothing is created here); otherwise a one-line ``pytest.UsageError``.
+    """
+    problem = None
+    if results.exists() and not results.is_dir():
+        problem = "is not a directory"
+    else:
+        existing = results
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            problem = f"cannot be created: {existing} is not a directory"
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            problem = ("is not writable" if existing == results
+                       else f"cannot be created: {existing} is not writable")
+    if problem:
+        raise pytest.UsageError(f"--results-dir {results} {problem}; pass --results-dir=PATH naming a writable folder")
+    return results
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -154,6 +206,7 @@ class _State:
     runs: dict[str, Run] = field(default_factory=dict)
     tests: dict[str, dict[str, Any]] = field(default_factory=dict)
     summary: dict[str, Any] | None = None
+    unwritable: set[str] = field(default_factory=set)  # protocols whose run directory cannot be used
 
 
 _STATE = pytest.StashKey[_State]()
@@ -167,8 +220,50 @@ def benchmark_run(config: pytest.Config, protocol_dir: str | Path) -> Run:
         raise pytest.UsageError(f"{folder} holds no prereg.toml; a benchmark run belongs to a protocol folder")
     name = folder.name
     if name not in state.runs:
+        try:
+            check_run_dir(state.results_dir, name, state.run_id)
+        except RunDirError as exc:
+            raise pytest.UsageError(str(exc)) from None
         state.runs[name] = Run(name, state.run_id, state.results_dir, state.started_at, folder)
     return state.runs[name]
+
+
+def write_fault(exc: BaseException) -> str | None:
+    """The one line that ends a run for a write the system refused (None for any other exception)."""
+    if isinstance(exc, FileWriteError):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.errno in WRITE_FAULTS:
+        where = exc.filename if exc.filename is not None else "a file of the run"
+        return f"{where}: {errno_name(exc.errno)} ({exc.strerror or exc}); fix the cause and resume with the same --run-id"
+    return None
+
+
+def _is_protocol_run(item: pytest.Item) -> bool:
+    from .modelrun import is_model_run
+
+    return any(key == _KIND for key, _ in item.user_properties) or is_model_run(item)
+
+
+#: Errors whose message is one complete line about a file of the run: reported without a traceback.
+_FILE_PROBLEMS = (LedgerError, FileReadError, ProvenanceError, RunDirError)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """In a protocol's model-run test: a write fault is reported as its one line instead of a traceback and
+    stops the session after this test; a damaged or unsafe file of the run (ledger, JSON file, provenance, run
+    directory) is reported as its one line.  Other tests keep their tracebacks."""
+    report = yield
+    if call.excinfo is None or not _is_protocol_run(item):
+        return report
+    line = write_fault(call.excinfo.value)
+    if line is not None:
+        report.longrepr = f"run ended: {line}"
+        report.user_properties.append((_FAULT, line))
+        item.session.shouldstop = f"run ended: {line}"
+    elif isinstance(call.excinfo.value, _FILE_PROBLEMS) and not report.skipped:
+        report.longrepr = f"{type(call.excinfo.value).__name__}: {call.excinfo.value}"
+    return report
 
 
 # --------------------------------------------------------------------------- tagging and the verdict fixture
@@ -268,6 +363,8 @@ class _Reporter:
         if kind is None:
             return
         entry = self.state.tests.setdefault(report.nodeid, {"kind": kind, "protocol": props[_PROTOCOL], "outcome": "passed"})
+        if _FAULT in props:
+            entry["fault"] = props[_FAULT]
         if _VERDICT in props:
             entry["verdict"] = props[_VERDICT]
         if report.skipped:
@@ -301,14 +398,18 @@ class _Reporter:
             return
         summary = self.summary()
         report = getattr(getattr(self.config, "_json_report", None), "report", None)
+        unwritable = {str(self.state.results_dir / name / self.state.run_id) for name in self.state.unwritable}
         for entry in summary["protocols"].values():
             target = Path(entry["run_dir"]) / REPORT_FILE
-            if report is None:
+            if report is None or entry["run_dir"] in unwritable:
                 continue
-            if target.exists() and entry["status"] != "complete":
+            if os.path.lexists(target) and entry["status"] != "complete":
                 entry["problems"].append(f"{target} of the earlier session was left as it was ({entry['status']} now)")
                 continue
-            atomic_write_json(target, report)
+            try:
+                atomic_write_json(target, report)
+            except (FileWriteError, ValueError) as exc:  # no space left even for the verdict: say so, no traceback
+                entry["problems"].append(f"the verdict was not written: {exc}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         summary = self.summary()
@@ -344,6 +445,8 @@ def _protocol_summary(state: _State, protocol: str) -> dict[str, Any]:
     tests = {nodeid: t for nodeid, t in sorted(state.tests.items()) if t["protocol"] == protocol}
     complete = [t for t in tests.values() if t["kind"] == "completeness"]
     problems = []
+    for fault in dict.fromkeys(t["fault"] for t in tests.values() if "fault" in t):
+        problems.append(f"run ended: {fault}")
     for nodeid, t in tests.items():
         if t["outcome"] == "error":
             problems.append(f"{nodeid}: error outside the test body")
@@ -370,22 +473,36 @@ def _protocol_summary(state: _State, protocol: str) -> dict[str, Any]:
         entry["rules"].sort(key=lambda r: r["index"])
 
     counts = {o: sum(1 for t in complete if t["outcome"] == o) for o in ("passed", "failed", "error", "skipped")}
+    run_dir = state.results_dir / protocol / state.run_id
+    writable = True
+    provenance = None
+    try:
+        check_run_dir(state.results_dir, protocol, state.run_id)
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except (RunDirError, OSError) as exc:
+        problems.append(f"the run directory cannot be used: {write_fault(exc) or exc}")
+        writable = False
+        state.unwritable.add(protocol)
+    if writable:
+        try:
+            record = read_provenance(run_dir / PROVENANCE_FILE)
+        except ProvenanceError as exc:  # a damaged file: the run is broken and the report says why
+            problems.append(str(exc))
+            record = None
+        if record is not None:
+            if record.finished_at is None:
+                record = record.finished()
+                try:
+                    atomic_write_json(run_dir / PROVENANCE_FILE, asdict(record))
+                except (FileWriteError, ValueError) as exc:
+                    problems.append(f"the finish time was not recorded: {exc}")
+            provenance = asdict(record)
     if problems:
         status = "broken"
     elif complete and counts["passed"] == len(complete):
         status = "complete"
     else:
         status = "unchecked"
-    run_dir = state.results_dir / protocol / state.run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    provenance = None
-    prov_file = run_dir / PROVENANCE_FILE
-    if prov_file.exists():
-        record = Provenance(**json.loads(prov_file.read_text(encoding="utf-8")))
-        if record.finished_at is None:
-            record = record.finished()
-            atomic_write_json(prov_file, asdict(record))
-        provenance = asdict(record)
     return {
         "run_id": state.run_id,
         "run_dir": str(run_dir),
@@ -398,4 +515,4 @@ def _protocol_summary(state: _State, protocol: str) -> dict[str, Any]:
     }
 
 
-__all__ = ["DEVICES", "Verdict", "benchmark_run", "verdict"]
+__all__ = ["DEVICES", "RUN_ID_PATTERN", "Verdict", "benchmark_run", "check_results_dir", "check_run_id", "verdict"]

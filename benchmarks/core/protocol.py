@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,9 +35,9 @@ from typing import Any, Callable, ClassVar, Generic, Iterable, Mapping, Sequence
 import pytest
 
 from ._canonical import _plain, sha256_json
-from .ledger import IDENTITY_KEY, Ledger, LedgerCorruptError, read_identities, read_ledger
+from .ledger import IDENTITY_KEY, Ledger, LedgerError, read_identities, read_ledger
 from .prereg import ClassificationSpec, Prereg, load_prereg
-from .provenance import Provenance
+from .provenance import Provenance, ProvenanceError, read_provenance
 from .rules import Classification, RuleError
 from .rundir import PROVENANCE_FILE, Run
 
@@ -95,8 +94,10 @@ class Option:
             valid = list(self.choices() if callable(self.choices) else self.choices)
             if value not in valid:
                 raise UsageProblem(f"{flag} {value!r} is not valid; choose one of: {', '.join(map(str, valid))}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageProblem(f"{flag} must be a finite number, got {value}; give a number such as 30")
         if self.minimum is not None and value < self.minimum:
-            raise UsageProblem(f"{flag} must be at least {self.minimum:g}, got {value}")
+            raise UsageProblem(f"{flag} must be at least {self.minimum:g}, got {value:g}")
         return value
 
 
@@ -233,7 +234,11 @@ class Protocol(Generic[U, R]):
     # ----------------------------------------------------------------- measurement
 
     def model_options(self, run: "ProtocolRun") -> dict[str, Any]:
-        """Keyword options for ``models.load_model`` (default: device, dtype, batch size and the torch seed)."""
+        """Keyword options for ``models.load_model``: for a local or hub model the device, dtype, batch size
+        and torch seed; for a served model (``openai:MODEL@URL``) the revision label and the key's variable."""
+        if run.model.startswith("openai:"):
+            served = {"revision": run.revision, "api_key_env": run.api_key_env}
+            return {k: v for k, v in served.items() if v}
         options: dict[str, Any] = {"device": run.device}
         model = getattr(self.spec, "model", None)
         for key in ("dtype", "batch_size"):
@@ -385,10 +390,13 @@ class ProtocolRun(Generic[U, R]):
     """
 
     def __init__(self, protocol: Protocol[U, R], run: Run, *, model: str | None = None, device: str | None = None,
-                 scale: str | None = None, revision: str | None = None, options: Mapping[str, Any] | None = None):
+                 scale: str | None = None, revision: str | None = None, options: Mapping[str, Any] | None = None,
+                 api_key_env: str | None = None):
         self.protocol = protocol
         self.run = run
         self.scale = scale
+        #: Name of the environment variable holding a served model's API key (never its value).
+        self.api_key_env = api_key_env
         self._options = dict(options or {})
         for option in protocol.options:
             self._options[option.name] = option.check(protocol.name, self._options.get(option.name, option.default))
@@ -422,7 +430,7 @@ class ProtocolRun(Generic[U, R]):
                 protocol, benchmark_run(config, protocol.folder),
                 model=config.getoption("benchmark_model"), device=config.getoption("benchmark_device"),
                 scale=config.getoption("benchmark_scale"), revision=pinned_revision(config, protocol.name),
-                options=options,
+                options=options, api_key_env=_getoption(config, "benchmark_api_key_env", None),
             )
         return cache[protocol.name]
 
@@ -520,7 +528,7 @@ class ProtocolRun(Generic[U, R]):
         where = f"run {self.run_id}"
         try:
             identities = read_identities(self.ledger_path)
-        except LedgerCorruptError as exc:
+        except (LedgerError, OSError) as exc:
             raise ResumeRefused(f"{where} cannot be resumed: {exc}") from None
         for number, recorded in enumerate(identities, start=1):
             if recorded is None:
@@ -530,12 +538,12 @@ class ProtocolRun(Generic[U, R]):
             if conflicts:
                 raise ResumeRefused(f"{where} was started with other settings ({'; '.join(conflicts)}); resume it with the "
                                     "same options, or leave out --run-id to start a new run")
-        provenance = self.location / PROVENANCE_FILE
-        if provenance.is_file():
-            try:
-                recorded = json.loads(provenance.read_text(encoding="utf-8")).get("identity") or {}
-            except (OSError, ValueError, AttributeError) as exc:
-                raise ResumeRefused(f"{where}: {PROVENANCE_FILE} cannot be read ({exc}); start a new run") from None
+        try:
+            stored = read_provenance(self.location / PROVENANCE_FILE)
+        except (ProvenanceError, OSError) as exc:
+            raise ResumeRefused(f"{where} cannot be resumed: {exc}") from None
+        if stored is not None:
+            recorded = stored.identity or {}
             conflicts = identity_conflicts(recorded, current) if recorded else []
             if conflicts:
                 raise ResumeRefused(f"{where} was started with other settings ({'; '.join(conflicts)}, per "

@@ -10,11 +10,12 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING as dataclass_missing
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._canonical import sha256_files
+from ._canonical import FileReadError, read_json_file, sha256_files
 
 SCHEMA_VERSION = 2  # 2: the run identity
 
@@ -42,6 +43,10 @@ _SHA256 = re.compile(r"^(sha256:)?[0-9a-f]{64}$")
 
 class ProvenanceError(ValueError):
     """Provenance would be incomplete or would name a mutable reference."""
+
+
+class ProvenanceFileError(ProvenanceError):
+    """A ``provenance.json`` cannot be read back (a link, not UTF-8, not JSON, not a provenance record)."""
 
 
 def check_revision(revision: str) -> str:
@@ -177,3 +182,38 @@ class Provenance:
         if not self.git.get("commit"):
             empty.append("git.commit")
         return empty
+
+
+def read_provenance(path: str | os.PathLike[str]) -> Provenance | None:
+    """The provenance record in ``path``, or None when there is no such file.
+
+    Anything else that is not a provenance record (a link, bytes that are not
+    UTF-8, text that is not JSON, a value of the wrong shape) is a
+    :class:`ProvenanceFileError` whose message is one line naming the file
+    and the byte, the line or the key.
+    """
+    target = Path(path)
+    try:
+        data = read_json_file(target)
+    except FileNotFoundError:
+        return None
+    except FileReadError as exc:
+        raise ProvenanceFileError(str(exc)) from None
+    except OSError as exc:
+        raise ProvenanceFileError(f"{target}: cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(data, dict):
+        raise ProvenanceFileError(f"{target}: holds a JSON {type(data).__name__}, not a provenance object; "
+                                  "the file is damaged: restore it or remove it")
+    known = {f.name for f in fields(Provenance)}
+    required = {f.name for f in fields(Provenance) if f.default is dataclass_missing and f.default_factory is dataclass_missing}
+    unknown, missing = sorted(set(data) - known), sorted(required - set(data))
+    if unknown or missing:
+        problem = "; ".join(filter(None, [f"unknown keys {unknown}" if unknown else "",
+                                          f"missing keys {missing}" if missing else ""]))
+        raise ProvenanceFileError(f"{target}: not a provenance record ({problem}); restore it or remove it")
+    for name in ("model", "seeds", "fixtures_sha256", "packages", "hardware", "git", "extra", "identity"):
+        if name in data and not isinstance(data[name], dict):
+            raise ProvenanceFileError(f"{target}: key {name!r} must be a JSON object; restore the file or remove it")
+    if not isinstance(data.get("resumed_at", []), list):
+        raise ProvenanceFileError(f"{target}: key 'resumed_at' must be a list; restore the file or remove it")
+    return Provenance(**{**data, "resumed_at": tuple(data.get("resumed_at", ()))})

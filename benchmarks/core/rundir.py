@@ -4,13 +4,20 @@ Every process of a pytest session (xdist workers included) shares the run id,
 so they all write into the same directory.  Work that must happen once per run
 (loading a model and computing the records) is guarded by a file lock, as the
 pytest-xdist documentation prescribes for session-scoped work.
+
+The run directory is a real directory inside the results folder: neither it
+nor its protocol folder may be a symbolic link (or a file), and it must
+resolve to a place under the results folder; otherwise :class:`RunDirError`
+(one line) before anything is read or written there.  Files of the run are
+written atomically (:func:`~benchmarks.core._canonical.atomic_write_json`)
+and read as regular files only, never through a link.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import datetime as _dt
+import os
 import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,7 +25,7 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from filelock import FileLock
 
-from ._canonical import atomic_write_json
+from ._canonical import FileWriteError, atomic_write_json, read_json_file
 from .ledger import Ledger
 from .prereg import Prereg
 from .provenance import (
@@ -27,6 +34,7 @@ from .provenance import (
     git_state,
     hardware_summary,
     package_versions,
+    read_provenance,
     runner_hash,
 )
 
@@ -36,6 +44,37 @@ CORE_DIR = Path(__file__).resolve().parent
 SUITE_ROOT = CORE_DIR.parent.parent
 PROVENANCE_FILE = "provenance.json"
 REPORT_FILE = "report.json"
+
+
+class RunDirError(ValueError):
+    """The run directory is not a real directory inside the results folder; the message is one line."""
+
+
+def check_run_dir(results_dir: Path, protocol: str, run_id: str) -> Path:
+    """``<results_dir>/<protocol>/<run_id>`` when it is, or can become, a real directory inside ``results_dir``.
+
+    Reads only.  A symbolic link or a file at the protocol folder or the run
+    directory, or a run directory resolving outside the results folder, is
+    :class:`RunDirError`.
+    """
+    results = Path(results_dir)
+    location = results / protocol / run_id
+    for path in (results / protocol, location):
+        if path.is_symlink():
+            raise RunDirError(f"{path} is a symbolic link; a run directory must be a real directory inside {results} "
+                              "(remove the link, or point --results-dir=PATH where the results should go)")
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"{path} exists and is not a directory; move it away or choose another --run-id")
+    if location.exists() and not location.resolve().is_relative_to(results.resolve()):
+        raise RunDirError(f"{location} resolves to {location.resolve()}, outside {results}; "
+                          "point --results-dir=PATH at the folder that should hold the run")
+    return location
+
+
+def _refuse_link(path: Path) -> None:
+    if path.is_symlink():
+        raise RunDirError(f"{path} is a symbolic link; the suite never writes or locks through a link "
+                          "(remove it, or start a new run without --run-id)")
 
 
 def new_run_id() -> str:
@@ -53,9 +92,19 @@ class Run:
     protocol_dir: Path  # the folder that holds the protocol's prereg.toml
 
     @property
+    def location(self) -> Path:
+        """The run directory's path, checked (:func:`check_run_dir`) but not created."""
+        return check_run_dir(self.results_dir, self.protocol, self.run_id)
+
+    @property
     def dir(self) -> Path:
-        path = self.results_dir / self.protocol / self.run_id
-        path.mkdir(parents=True, exist_ok=True)
+        """The run directory, created when missing (a real directory inside the results folder)."""
+        path = self.location
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise FileWriteError(path, exc, "the run directory could not be created; nothing of the run was "
+                                 "written (choose a writable --results-dir=PATH)") from exc
         return path
 
     def path(self, name: str) -> Path:
@@ -65,7 +114,8 @@ class Run:
         return atomic_write_json(self.path(name), value)
 
     def read_json(self, name: str) -> Any:
-        return json.loads(self.path(name).read_text(encoding="utf-8"))
+        """The JSON value of a file of the run (a link, bad UTF-8 or bad JSON: one-line ``FileReadError``)."""
+        return read_json_file(self.path(name))
 
     def ledger(self, name: str, schema: type[R], key: str) -> Ledger[R]:
         return Ledger(self.path(name), schema, key)
@@ -75,7 +125,9 @@ class Run:
         """Hold an inter-process lock named ``name`` for this run (``sub/name`` locks beside ``sub/name``)."""
         target = self.path(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(target.parent / f".{target.name}.lock"), timeout=timeout):
+        lock = target.parent / f".{target.name}.lock"
+        _refuse_link(lock)
+        with FileLock(str(lock), timeout=timeout):
             yield
 
     def once(self, name: str, compute: Callable[[], Any]) -> Any:
@@ -85,7 +137,7 @@ class Run:
         """
         with self.lock(name):
             target = self.path(name)
-            if target.exists():
+            if os.path.lexists(target):  # a link counts as present, and read_json refuses it
                 return self.read_json(name)
             value = compute()
             self.write_json(name, value)
@@ -138,10 +190,8 @@ class Run:
         return record
 
     def load_provenance(self) -> Provenance | None:
-        target = self.results_dir / self.protocol / self.run_id / PROVENANCE_FILE
-        if not target.exists():
-            return None
-        return Provenance(**json.loads(target.read_text(encoding="utf-8")))
+        """The run's provenance, None when it has none yet; a damaged file is a one-line ``ProvenanceFileError``."""
+        return read_provenance(self.location / PROVENANCE_FILE)
 
 
 def protocol_dir_of(path: Path, stop: Path) -> Path | None:

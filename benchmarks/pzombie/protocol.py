@@ -459,7 +459,12 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
         """Why a preset's stored frozen state cannot be resumed (another run wrote it), or None."""
         if not run.path(calibration_file(preset)).exists():
             return None
-        stored = run.read_json(calibration_file(preset))
+        try:
+            stored = run.read_json(calibration_file(preset))
+        except (OSError, ValueError) as exc:
+            return f"{calibration_file(preset)} cannot be read ({exc})"
+        if not isinstance(stored, dict):
+            return f"{calibration_file(preset)} holds a JSON {type(stored).__name__}, not a calibration state"
         conflicts = identity_conflicts(stored.get("identity") or {}, run.identity())
         if stored.get("identity") and not conflicts:
             return None

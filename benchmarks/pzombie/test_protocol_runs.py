@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -212,6 +213,26 @@ def test_a_calibration_file_of_another_run_is_not_reused(tmp_path: Path) -> None
     same = ProtocolRun(PROTOCOL, Run("pzombie", "earlier", results, "2026-11-30T00:00:00Z", HERE),
                        model="gemma-3-270m", device="cpu")
     assert PROTOCOL.stored_calibration(same, "BASELINE")["preset"] == "BASELINE"
+    assert file_hashes(run_dir) == before
+
+
+@pytest.mark.parametrize(("damage", "named"), [
+    (b'{"preset": "BASELINE", "mean": "\xff"}', "cannot be read"),
+    (b'{"preset": "BASELINE",', "cannot be read"),
+    (b'[1, 2]', "holds a JSON list, not a calibration state"),
+])
+def test_a_damaged_calibration_file_is_refused_in_one_line(tmp_path: Path, damage: bytes, named: str) -> None:
+    """A frozen state that is not UTF-8, not JSON or not an object is refused by the resume check, naming the
+    file; nothing of the run is rewritten."""
+    results = tmp_path / "results"
+    run_dir = prefill_run(results, "earlier", "confirmed")
+    (run_dir / "calibration-BASELINE.json").write_bytes(damage)
+    same = ProtocolRun(PROTOCOL, Run("pzombie", "earlier", results, "2026-11-30T00:00:00Z", HERE),
+                       model="gemma-3-270m", device="cpu")
+    before = file_hashes(run_dir)
+    with pytest.raises(ResumeRefused, match=f"calibration-BASELINE.json {re.escape(named)}") as refused:
+        same.check_resume()
+    assert "\n" not in str(refused.value)
     assert file_hashes(run_dir) == before
 
 

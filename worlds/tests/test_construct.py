@@ -348,3 +348,11 @@ def test_tree_only_audit_finds_the_same_valid_sequences():
     tree = audit_sequences(raw("tw_001"), product=False)
     assert tree.valid == full.valid == tree.enumerated
     assert tree.tree_counts == full.tree_counts and tree.product_total == 0 and tree.product_counts == {}
+
+
+def test_a_pair_spec_that_is_not_utf8_is_named_with_its_byte(tmp_path):
+    path = _spec(tmp_path, GOOD_SOURCES)
+    data = path.read_bytes()
+    path.write_bytes(data[:10] + b"\xfe" + data[10:])
+    with pytest.raises(PairConstructionError, match=r"not UTF-8 text at byte 10; save the pair spec as UTF-8"):
+        load_pair_spec(path)

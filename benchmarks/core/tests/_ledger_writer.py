@@ -1,10 +1,20 @@
-"""Writer process for the kill-and-resume ledger test.
+"""Writer process for the kill-and-resume and write-fault ledger tests.
 
-Usage: python -m benchmarks.core.tests._ledger_writer LEDGER UNITS [MAX_FILE_BYTES].
+Usage: python -m benchmarks.core.tests._ledger_writer LEDGER UNITS [MODE]
+
 Resumes the ledger and appends every missing unit in order, each with a
-payload derived from its index.  With MAX_FILE_BYTES the process runs under
-that file-size limit, so the kernel stops a write part-way and kills the
-writer with SIGXFSZ: a kill inside a record, at a chosen byte.
+payload derived from its index.  MODE:
+
+* absent: append every missing unit and exit 0;
+* ``stepped``: before each unit print ``start <unit>`` and wait for a line on
+  stdin before appending it, so that the parent decides how far the writer
+  gets and where its kill lands (print ``done`` at the end);
+* a number: run under that file-size limit with SIGXFSZ at its default
+  action, so the kernel stops a write part-way and kills the writer: a kill
+  inside a record, at a chosen byte;
+* ``efbig:<number>``: the same limit with SIGXFSZ ignored (as the suite's
+  plugin sets it), so the write fails with EFBIG; print the error's one line
+  and exit 3.
 """
 
 from __future__ import annotations
@@ -13,12 +23,12 @@ import hashlib
 import resource
 import signal
 import sys
-import time
 import warnings
 from dataclasses import dataclass
 from typing import ClassVar
 
 from benchmarks.core import Ledger
+from benchmarks.core.ledger import LedgerWriteError
 
 
 @dataclass(frozen=True)
@@ -36,24 +46,40 @@ def payload_for(unit: int) -> tuple[str, str]:
     return hashlib.sha256(text.encode()).hexdigest(), text
 
 
-def main() -> None:
+def _limit(size: int, action: signal.Handlers) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    signal.signal(signal.SIGXFSZ, action)
+
+
+def main() -> int:
     path, units = sys.argv[1], int(sys.argv[2])
-    if len(sys.argv) > 3:
-        limit = int(sys.argv[3])
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it by default; let the kernel kill
+    mode = sys.argv[3] if len(sys.argv) > 3 else ""
+    if mode.isdigit():
+        _limit(int(mode), signal.SIG_DFL)  # Python ignores SIGXFSZ by default; let the kernel kill
+    elif mode.startswith("efbig:"):
+        _limit(int(mode.split(":", 1)[1]), signal.SIG_IGN)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ledger = Ledger(path, Unit, key="unit")
-    print("ready", flush=True)  # the parent starts its kill timer here, after imports and the resume scan
+    print("ready", flush=True)
     with ledger:
         for unit in range(units):
             if unit in ledger:
                 continue
+            if mode == "stepped":
+                print(f"start {unit}", flush=True)
+                if not sys.stdin.readline():
+                    return 1
             digest, text = payload_for(unit)
-            ledger.append(Unit(unit=unit, digest=digest, payload=text))
-            time.sleep(0.01)
+            try:
+                ledger.append(Unit(unit=unit, digest=digest, payload=text))
+            except LedgerWriteError as exc:
+                print(exc, flush=True)
+                return 3
+    if mode == "stepped":
+        print("done", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,16 +1,20 @@
 from __future__ import annotations
 
+import errno
+import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from benchmarks.core import (
     Ledger,
@@ -21,7 +25,7 @@ from benchmarks.core import (
     LedgerTornTailWarning,
     read_ledger,
 )
-from benchmarks.core.ledger import read_identities
+from benchmarks.core.ledger import LedgerUnsafeError, LedgerWriteError, read_identities
 from benchmarks.core.rundir import SUITE_ROOT
 
 from ._ledger_writer import Unit, payload_for
@@ -113,14 +117,15 @@ def test_bad_whole_line_is_corruption(tmp_path: Path) -> None:
 def _writer(path: Path, units: int, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SUITE_ROOT), os.environ.get("PYTHONPATH")]))}
     command = [sys.executable, "-m", "benchmarks.core.tests._ledger_writer", str(path), str(units), *extra]
-    proc = subprocess.Popen(command, env=env, cwd=SUITE_ROOT, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, env=env, cwd=SUITE_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     return proc
 
 
 def _finish(proc: subprocess.Popen) -> int:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
     proc.wait()
-    assert proc.stdout is not None
     proc.stdout.close()
     return proc.returncode
 
@@ -132,30 +137,55 @@ def _assert_each_unit_once(path: Path, units: int) -> None:
         assert (record.digest, record.payload) == payload_for(record.unit)
 
 
+def _step(proc: subprocess.Popen) -> str:
+    """Let the stepped writer append the unit it announced; the next line it prints (``start N`` or ``done``)."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    return proc.stdout.readline()
+
+
 def test_sigkill_at_random_points_loses_and_repeats_nothing(tmp_path: Path) -> None:
-    """A real writer process is killed several times mid-run; every unit ends up recorded exactly once."""
+    """A real writer process is killed five times mid-run; every unit ends up recorded exactly once.
+
+    Driven by the writer's progress, never by the clock: the stepped writer
+    announces each unit and appends it only when told to, so each attempt
+    lets a seeded number of units through and then kills the writer either
+    right after releasing a unit (the kill lands before, inside or after
+    that unit's write and fsync) or once the writer has announced the next
+    unit (the unit is whole on disk).  A loaded machine changes where inside
+    a write a kill lands, never whether it lands.
+    """
     path = tmp_path / "units.jsonl"
     units = 80
     rng = random.Random(20261130)
-    kills = 0
-    for _ in range(40):
-        proc = _writer(path, units)
-        time.sleep(rng.uniform(0.02, 0.2))
-        if proc.poll() is not None:
-            assert _finish(proc) == 0
+    kills = []
+    for attempt in range(6):
+        proc = _writer(path, units, "stepped")
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if attempt == 5:  # the last session finishes the run
+            while line.startswith("start "):
+                line = _step(proc)
+            assert line == "done\n" and _finish(proc) == 0
             break
+        release, mode = rng.randint(1, 12), rng.choice(["in flight", "settled"])
+        for _ in range(release - 1):
+            assert line.startswith("start "), line
+            line = _step(proc)
+        assert line.startswith("start "), line
+        in_flight = int(line.split()[1])
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        if mode == "settled":
+            assert proc.stdout.readline() == f"start {in_flight + 1}\n"
         proc.send_signal(signal.SIGKILL)
-        code = _finish(proc)
-        if code == 0:  # it finished between the poll and the signal
-            break
-        assert code == -signal.SIGKILL
-        kills += 1
-    else:
-        pytest.fail("the writer never finished in 40 attempts")
-    assert kills >= 3, f"only {kills} kills landed before the writer finished; the test needs more work per run"
+        assert _finish(proc) == -signal.SIGKILL
+        kills.append((in_flight, mode))
+    assert len(kills) == 5
     _assert_each_unit_once(path, units)
     torn = sorted(tmp_path.glob("units.jsonl.torn-*"))
-    print(f"{kills} SIGKILLs, {len(torn)} torn tails moved aside, {units} units recorded once each")
+    print(f"SIGKILL at (unit, state) {kills}; {len(torn)} torn tails moved aside; {units} units recorded once each")
 
 
 def test_writer_killed_inside_a_record_resumes_exactly(tmp_path: Path) -> None:
@@ -213,3 +243,170 @@ def test_identity_must_be_an_object_and_is_no_record_field(tmp_path: Path) -> No
 
     with pytest.raises(TypeError, match="belong to the ledger"):
         Ledger(tmp_path / "other.jsonl", Clashing, key="unit")
+
+
+# --------------------------------------------------------------------------- hostile text and file-system states
+
+
+@dataclass(frozen=True)
+class Said:
+    SCHEMA_VERSION: ClassVar[int] = 1
+    unit: str
+    text: str
+
+
+_ANY_CHARACTER = st.one_of(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),  # lone surrogates
+                           st.characters(exclude_categories=()))
+
+
+@given(texts=st.lists(st.text(_ANY_CHARACTER, max_size=40), min_size=1, max_size=4))
+def test_any_python_string_round_trips_and_every_line_is_strict_utf8(tmp_path_factory: pytest.TempPathFactory,
+                                                                     texts: list[str]) -> None:
+    path = tmp_path_factory.mktemp("said") / "said.jsonl"
+    expected = [Said(f"u{i}", text) for i, text in enumerate(texts)]
+    with Ledger(path, Said, key="unit") as ledger:
+        for record in expected:
+            ledger.append(record)
+    for line, record in zip(path.read_bytes().splitlines(), expected):
+        assert json.loads(line.decode("utf-8"))["text"] == record.text  # strict UTF-8, any JSON reader agrees
+    assert read_ledger(path, Said) == expected
+    with Ledger(path, Said, key="unit") as again:
+        assert list(again) == expected
+
+
+def test_a_lone_surrogate_is_escaped_not_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "said.jsonl"
+    with Ledger(path, Said, key="unit") as ledger:
+        ledger.append(Said("a", "x\ud800é"))
+        ledger.append(Said("b", "é"))
+    first, second = path.read_bytes().splitlines()
+    assert first == b'{"schema_version":1,"text":"x\\ud800\\u00e9","unit":"a"}'  # that line only: ASCII escapes
+    assert second == '{"schema_version":1,"text":"é","unit":"b"}'.encode()
+    assert read_ledger(path, Said) == [Said("a", "x\ud800é"), Said("b", "é")]
+
+
+def test_raw_surrogate_bytes_and_other_bad_utf8_name_the_line_and_byte(tmp_path: Path) -> None:
+    path = tmp_path / "said.jsonl"
+    good = b'{"schema_version":1,"text":"ok","unit":"a"}\n'
+    for bad, byte in ((b'{"schema_version":1,"text":"\xed\xa0\x80","unit":"b"}\n', "byte offset 28 of the line (0xed)"),
+                      (b'{"schema_version":1,"text":"\xff","unit":"b"}\n', "byte offset 28 of the line (0xff)")):
+        path.write_bytes(good + bad)
+        with pytest.raises(LedgerCorruptError, match=re.escape(f"said.jsonl: line 2: {byte} is not UTF-8")):
+            read_ledger(path, Said)
+        with pytest.raises(LedgerCorruptError, match="line 2: byte offset 28"):
+            read_identities(path)
+    path.write_bytes(good + b'{"unit": "b", \n')
+    with pytest.raises(LedgerCorruptError, match=r"line 2: not JSON \(Expecting property name .* at column 15\)"):
+        Ledger(path, Said, key="unit")
+    assert path.read_bytes() == good + b'{"unit": "b", \n'  # a corrupt ledger is never repaired or truncated
+
+
+@pytest.mark.parametrize("content", [b"precious bytes with no newline", b'{"unit": "x"}\n{"torn'])
+def test_a_symlinked_ledger_is_refused_and_its_target_left_byte_identical(tmp_path: Path, content: bytes) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(content)
+    run = tmp_path / "run"
+    run.mkdir()
+    link = run / "records.jsonl"
+    link.symlink_to(outside)
+    for attempt in (lambda: Ledger(link, Said, key="unit"), lambda: read_ledger(link, Said),
+                    lambda: read_identities(link)):
+        with pytest.raises(LedgerUnsafeError, match="records.jsonl: is a symbolic link; a ledger is never opened"):
+            attempt()
+    dangling = run / "dangling.jsonl"
+    dangling.symlink_to(tmp_path / "nowhere.jsonl")
+    with pytest.raises(LedgerUnsafeError, match="symbolic link"):
+        Ledger(dangling, Said, key="unit")
+    assert outside.read_bytes() == content
+    assert sorted(p.name for p in run.iterdir()) == ["dangling.jsonl", "records.jsonl"]
+    assert not (tmp_path / "nowhere.jsonl").exists()
+
+
+def test_a_fifo_or_a_hard_linked_ledger_is_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(LedgerUnsafeError, match="is not a regular file"):
+        Ledger(fifo, Said, key="unit")  # never blocks waiting for a writer
+    path = tmp_path / "said.jsonl"
+    with Ledger(path, Said, key="unit") as ledger:
+        ledger.append(Said("a", "x"))
+    before = path.read_bytes()
+    os.link(path, tmp_path / "elsewhere.jsonl")
+    with pytest.raises(LedgerUnsafeError, match="has 2 hard links"):
+        Ledger(path, Said, key="unit")
+    assert read_ledger(path, Said) == [Said("a", "x")] and path.read_bytes() == before  # reading is still fine
+
+
+def test_a_torn_tail_never_overwrites_an_earlier_sidecar_or_follows_a_link(tmp_path: Path) -> None:
+    path = tmp_path / "said.jsonl"
+    with Ledger(path, Said, key="unit") as ledger:
+        ledger.append(Said("a", "x"))
+    whole = path.read_bytes()
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"keep")
+    (tmp_path / f"said.jsonl.torn-{len(whole)}").symlink_to(outside)
+    for tail in (b'{"torn": 1', b'{"torn": 2'):
+        path.write_bytes(whole + tail)
+        with pytest.warns(LedgerTornTailWarning):
+            Ledger(path, Said, key="unit").close()
+        assert path.read_bytes() == whole
+    sidecars = {p.name: p.read_bytes() for p in tmp_path.glob("said.jsonl.torn-*") if not p.is_symlink()}
+    assert sidecars == {f"said.jsonl.torn-{len(whole)}.1": b'{"torn": 1', f"said.jsonl.torn-{len(whole)}.2": b'{"torn": 2'}
+    assert outside.read_bytes() == b"keep"
+
+
+# --------------------------------------------------------------------------- write faults
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EFBIG, errno.EACCES, errno.EDQUOT])
+@pytest.mark.parametrize("where", ["mid-line", "fsync"])
+def test_a_refused_write_cuts_the_ledger_back_to_its_last_whole_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       code: int, where: str) -> None:
+    path = tmp_path / "said.jsonl"
+    ledger = Ledger(path, Said, key="unit")
+    ledger.append(Said("a", "x" * 100))
+    before = path.read_bytes()
+    real_write = os.write
+
+    def half_then_fail(fd: int, data: Any) -> int:  # the system takes part of the line, then refuses
+        if fd != ledger._fd:
+            return real_write(fd, data)
+        if len(data) > 10:
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(code, os.strerror(code))
+
+    def fsync_fails(fd: int) -> None:
+        raise OSError(code, os.strerror(code))
+
+    with monkeypatch.context() as patch:
+        if where == "mid-line":
+            patch.setattr(os, "write", half_then_fail)
+        else:
+            patch.setattr(os, "fsync", fsync_fails)
+        with pytest.raises(LedgerWriteError) as raised:
+            ledger.append(Said("b", "y" * 100))
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"{path}: write failed with {errno.errorcode[code]} (")
+    assert f"unit 'b' is not recorded and the ledger was cut back to its last whole record ({len(before)} bytes)" in message
+    assert raised.value.errno == code and raised.value.filename == str(path) and isinstance(raised.value, OSError)
+    assert path.read_bytes() == before and "b" not in ledger
+    ledger.append(Said("b", "y" * 100))  # the cause gone, the same ledger goes on
+    ledger.close()
+    assert read_ledger(path, Said) == [Said("a", "x" * 100), Said("b", "y" * 100)]
+
+
+def test_a_file_size_limit_fails_the_write_with_efbig_and_keeps_whole_records(tmp_path: Path) -> None:
+    """A real ``RLIMIT_FSIZE`` in a child with SIGXFSZ ignored: the write fails (EFBIG), nothing torn stays."""
+    path = tmp_path / "units.jsonl"
+    proc = _writer(path, 30, "efbig:300000")
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    assert _finish(proc) == 3
+    assert line.startswith(f"{path}: write failed with EFBIG (File too large); unit ") and "cut back" in line
+    size = path.stat().st_size
+    assert 0 < size <= 300_000 and path.read_bytes().endswith(b"\n")
+    records = read_ledger(path, Unit)  # whole records only: no torn tail, no sidecar
+    assert records and all((r.digest, r.payload) == payload_for(r.unit) for r in records)
+    assert not list(tmp_path.glob("units.jsonl.torn-*"))
+    assert _finish(_writer(path, 30)) == 0  # without the limit the run resumes and finishes
+    _assert_each_unit_once(path, 30)
