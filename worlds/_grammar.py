@@ -12,9 +12,11 @@ One step per line::
     INT       := "0" | [1-9][0-9]*
 
 A trailing ``\\r`` on a line is dropped (CRLF text parses like LF text).  An
-artifact with no step at all is malformed.  The parser never raises on a
-``str``: it returns a ``ParseResult`` that either holds the steps or says where
-the text first leaves the grammar.
+artifact with no step at all is malformed, and so is an integer literal of more
+than ``MAX_INT_DIGITS`` (640) digits: no parameter range comes near it.  The
+parser never raises on a ``str`` and reads it in time linear in its length: it
+returns a ``ParseResult`` that either holds the steps or says where the text
+first leaves the grammar.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ _WS = " \t"
 
 #: Longest artifact the parser reads, in characters; longer text is malformed.
 MAX_ARTIFACT_CHARS = 1_000_000
+#: Longest integer literal the parser reads, in digits; a longer one is malformed.  640 is the lowest
+#: limit Python's int/str conversion can be set to (``sys.set_int_max_str_digits``), so every literal
+#: read converts to ``int`` and back to text under any setting.
+MAX_INT_DIGITS = 640
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,8 @@ def _parse_line(s: str, lineno: int) -> Step | tuple[int, str]:
                     "expected an argument: a name or a non-negative integer without leading zeros",
                 )
             tok = m.group(0)
+            if tok[0].isdigit() and len(tok) > MAX_INT_DIGITS:
+                return i + 1, f"integer literal longer than {MAX_INT_DIGITS} digits"
             args.append(int(tok) if tok[0].isdigit() else tok)
             i = _skip_ws(s, m.end())
             if i < len(s) and s[i] == ",":
@@ -121,7 +129,7 @@ def _parse_line(s: str, lineno: int) -> Step | tuple[int, str]:
 
 
 def parse_candidate(text: str) -> ParseResult:
-    """Parse candidate text in the artifact grammar; never raises on a ``str``."""
+    """Parse candidate text in the artifact grammar; never raises on a ``str``; linear time in its length."""
     if not isinstance(text, str):
         raise CheckerUsageError(
             f"candidate text must be str, got {type(text).__name__}; decode bytes before checking"

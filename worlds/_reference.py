@@ -32,6 +32,11 @@ class Replay:
     executed: int
 
 
+#: An integer literal longer than this is malformed (the checker's grammar draws the same line, and
+#: ``int()`` stays within every digit limit Python can be configured to).
+_MAX_DIGITS = 640
+
+
 def _lines(text: str) -> list[tuple] | None:
     out = []
     for line in text.split("\n"):
@@ -47,7 +52,7 @@ def _lines(text: str) -> list[tuple] | None:
         if inner:
             for piece in inner.split(","):
                 piece = piece.strip(" \t")
-                if not _ARG.fullmatch(piece):
+                if not _ARG.fullmatch(piece) or (piece[0].isdigit() and len(piece) > _MAX_DIGITS):
                     return None
                 args.append(int(piece) if piece[0].isdigit() else piece)
         out.append((m.group(1), tuple(args)))

@@ -106,33 +106,46 @@ def state_lines(family: str, described: Mapping[str, Any]) -> list[str]:
 
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# The parts of a state line are runs of character classes that cannot overlap their neighbours (name
+# characters, whitespace, "=", "@", digits), so a failed match gives each run back once: linear time.
 _TOKEN_LINE = re.compile(rf"({_NAME})\s*=\s*(\d+)")
 _PLACEMENT_LINE = re.compile(rf"({_NAME})\s*=\s*({_NAME})\s*@\s*(\d+)")
 
+#: Longest numeral a reply may write (a count, a start time, a step number), leading zeros included; a
+#: longer one is the parse status ``number_too_large``.  The numbers of these worlds have a few digits.
+MAX_NUMBER_DIGITS = 18
 
-def parse_state(family: str, lines: Sequence[str]) -> dict[str, Any] | None:
-    """The inverse of :func:`state_lines`; None for any line that does not fit or a repeated name.
 
-    token_workshop entries with count 0 are dropped (an absent token has count 0).
+def read_state(family: str, lines: Sequence[str]) -> tuple[str, dict[str, Any] | None]:
+    """(parse status, state) of the lines of a state block, the inverse of :func:`state_lines`.
+
+    The status is ``bad_state_block`` when a line does not fit the format or a
+    name repeats, else ``number_too_large`` when a numeral has more than
+    :data:`MAX_NUMBER_DIGITS` digits, else ``ok``.  token_workshop entries with
+    count 0 are dropped (an absent token has count 0).
     """
     body = [line.strip().strip("`").strip() for line in lines]
     body = [line.lstrip("-* ").strip() for line in body if line]
     if body == ["(empty)"] or body == ["empty"]:
-        return {}
-    out: dict[str, Any] = {}
+        return "ok", {}
+    pattern = _PLACEMENT_LINE if family == "schedule" else _TOKEN_LINE
+    matches = {}
     for line in body:
-        if family == "schedule":
-            m = _PLACEMENT_LINE.fullmatch(line)
-            value: Any = {"machine": m.group(2), "start": int(m.group(3))} if m else None
-        else:
-            m = _TOKEN_LINE.fullmatch(line)
-            value = int(m.group(2)) if m else None
-        if m is None or m.group(1) in out:
-            return None
-        out[m.group(1)] = value
-    if family != "schedule":
-        out = {k: v for k, v in out.items() if v > 0}
-    return out
+        m = pattern.fullmatch(line)
+        if m is None or m.group(1) in matches:
+            return "bad_state_block", None
+        matches[m.group(1)] = m
+    if any(len(m.group(m.lastindex)) > MAX_NUMBER_DIGITS for m in matches.values()):
+        return "number_too_large", None
+    if family == "schedule":
+        return "ok", {name: {"machine": m.group(2), "start": int(m.group(3))} for name, m in matches.items()}
+    counts = {name: int(m.group(2)) for name, m in matches.items()}
+    return "ok", {name: count for name, count in counts.items() if count > 0}
+
+
+def parse_state(family: str, lines: Sequence[str]) -> dict[str, Any] | None:
+    """The state :func:`read_state` reads from ``lines``; None when its status is not ok."""
+    return read_state(family, lines)[1]
 
 
 # --------------------------------------------------------------------------- prompts
@@ -224,29 +237,60 @@ def chat(user_text: str) -> list[dict[str, str]]:
 
 #: Parse statuses; anything but "ok" is a malformed answer and counts as wrong.
 PARSE_STATUSES = ("ok", "generation_error", "no_answer_line", "several_answer_lines", "bad_answer_value",
-                  "no_state_block", "bad_state_block", "several_code_blocks", "unclosed_code_block")
+                  "no_state_block", "bad_state_block", "several_code_blocks", "unclosed_code_block",
+                  "number_too_large")
 
-_ANSWER = re.compile(r"^\s*[*_`]*\s*ANSWER\s*[*_`]*\s*:\s*[*_`]*\s*(.*?)\s*[*_`.]*\s*$", re.IGNORECASE)
-_STATE = re.compile(r"^\s*[*_`]*\s*STATE\s*[*_`]*\s*:\s*[*_`]*\s*(.*?)\s*$", re.IGNORECASE)
+# A keyed line reads  [ws][marks][ws] KEY [ws][marks][ws] ":" [ws][marks][ws] VALUE  where ws is any
+# whitespace, marks any of * _ ` and KEY is matched as re.IGNORECASE matches letters ("ſ" counts as "s").
+# The padding pattern is made of starred runs only, so its first, greedy attempt always succeeds and it never
+# backtracks; the key is a fixed word; the value's end is trimmed with str.rstrip.  Reading a line takes
+# time linear in its length, whatever it holds.
+_PADDING = re.compile(r"\s*[*_`]*\s*")
+_ANSWER_KEY = re.compile("answer", re.IGNORECASE)
+_STATE_KEY = re.compile("state", re.IGNORECASE)
+_RETRIEVAL = re.compile(r"\[?(H-[0-9A-F]{4})\]?")
+_ILLEGAL_AT = re.compile(r"ILLEGAL AT STEP (\d+)")
+_LEGAL_GOAL = re.compile(r"LEGAL , GOAL (MET|NOT MET)")
+
+
+def _past_padding(line: str, at: int) -> int:
+    """The index after the whitespace, then emphasis marks, then whitespace that start at ``at``."""
+    return _PADDING.match(line, at).end()  # type: ignore[union-attr]  # starred runs always match
+
+
+def _keyed_value(line: str, key: re.Pattern[str]) -> str | None:
+    """What follows ``KEY:`` and its padding on ``line``, or None when the line is not keyed by ``key``."""
+    if ":" not in line:
+        return None
+    found = key.match(line, _past_padding(line, 0))
+    if found is None:
+        return None
+    colon = _past_padding(line, found.end())
+    if not line.startswith(":", colon):
+        return None
+    return line[_past_padding(line, colon + 1):]
 
 
 def _answer_value(text: str) -> tuple[str, str | None]:
-    found = [m.group(1) for line in text.splitlines() if (m := _ANSWER.match(line))]
+    """The single ``ANSWER:`` value, trailing whitespace, marks and periods dropped, upper-cased, spaces normalized."""
+    found = [value for line in text.splitlines() if (value := _keyed_value(line, _ANSWER_KEY)) is not None]
     if not found:
         return "no_answer_line", None
     if len(found) > 1:
         return "several_answer_lines", None
-    return "ok", " ".join(found[0].upper().replace(",", " , ").split())
+    value = found[0].rstrip().rstrip("*_`.").rstrip()
+    return "ok", " ".join(value.upper().replace(",", " , ").split())
 
 
 def _state_block(family: str, text: str) -> tuple[str, dict[str, Any] | None]:
     lines = text.splitlines()
-    starts = [i for i, line in enumerate(lines) if _STATE.match(line)]
+    starts = [(i, value) for i, line in enumerate(lines) if (value := _keyed_value(line, _STATE_KEY)) is not None]
     if len(starts) != 1:
         return "no_state_block", None
-    first = _STATE.match(lines[starts[0]]).group(1)  # type: ignore[union-attr]
+    ((start, first),) = starts
+    first = first.rstrip()
     block = [first] if first else []
-    for line in lines[starts[0] + 1:]:
+    for line in lines[start + 1:]:
         if not line.strip():
             if block:
                 break
@@ -256,8 +300,7 @@ def _state_block(family: str, text: str) -> tuple[str, dict[str, Any] | None]:
                 break
             continue
         block.append(line)
-    state = parse_state(family, block) if block else None
-    return ("ok", state) if state is not None else ("bad_state_block", None)
+    return read_state(family, block) if block else ("bad_state_block", None)
 
 
 def parse_control(item: Mapping[str, Any], family: str, text: str) -> tuple[str, Any]:
@@ -265,7 +308,7 @@ def parse_control(item: Mapping[str, Any], family: str, text: str) -> tuple[str,
 
     Only the ``ANSWER:`` line and the ``STATE:`` block are read; other prose is
     unscored.  Exactly one ``ANSWER:`` line (and at most one ``STATE:`` line)
-    may occur.
+    may occur.  Never raises on a ``str``; time is linear in its length.
     """
     condition, kind = item["condition"], item["kind"]
     if condition == "P" and kind == "effect":
@@ -278,12 +321,14 @@ def parse_control(item: Mapping[str, Any], family: str, text: str) -> tuple[str,
     if condition == "P":
         return ("ok", {"verdict": value}) if value in ("LEGAL", "ILLEGAL") else ("bad_answer_value", None)
     if condition == "R":
-        m = re.fullmatch(r"\[?(H-[0-9A-F]{4})\]?", value)
+        m = _RETRIEVAL.fullmatch(value)
         return ("ok", {"artifact": m.group(1)}) if m else ("bad_answer_value", None)
-    m = re.fullmatch(r"ILLEGAL AT STEP (\d+)", value)
+    m = _ILLEGAL_AT.fullmatch(value)
     if m:
+        if len(m.group(1)) > MAX_NUMBER_DIGITS:
+            return "number_too_large", None
         return "ok", {"verdict": "ILLEGAL", "step": int(m.group(1))}
-    m = re.fullmatch(r"LEGAL , GOAL (MET|NOT MET)", value)
+    m = _LEGAL_GOAL.fullmatch(value)
     if not m:
         return "bad_answer_value", None
     status, state = _state_block(family, text)
@@ -292,7 +337,13 @@ def parse_control(item: Mapping[str, Any], family: str, text: str) -> tuple[str,
     return "ok", {"verdict": "LEGAL", "goal": m.group(1) == "MET", "state": state}
 
 
-_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*$")
+_INFO_WORD = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def _is_fence(line: str) -> bool:
+    """A fence line: optional whitespace, three backticks, an optional info word of [A-Za-z0-9_-], optional whitespace."""
+    body = line.strip()
+    return body.startswith("```") and _INFO_WORD.fullmatch(body, 3) is not None
 
 
 def extract_artifact(text: str) -> tuple[str, str | None]:
@@ -304,7 +355,7 @@ def extract_artifact(text: str) -> tuple[str, str | None]:
     pairs, or an unclosed fence, are coded outcomes.
     """
     lines = text.strip("\n").splitlines()
-    fences = [i for i, line in enumerate(lines) if _FENCE.match(line)]
+    fences = [i for i, line in enumerate(lines) if _is_fence(line)]
     if not fences:
         return "ok", text
     if len(fences) % 2:

@@ -5,10 +5,11 @@ Usage: python benchmarks/cwr/rescore.py RUN_DIR [--prereg PATH]
 Reads only RUN_DIR/records.jsonl, RUN_DIR/baselines.json and the
 preregistration (by default the prereg.toml beside this script), uses the
 standard library only and nothing from the suite.  From each record's
-primitive fields it recomputes: for P, R and E the parsed answer (its own
-reading of the reply formats) and its exact match with the recorded
-expected answer; for F and C exact validity from the checker status stored
-with the record.  Then the metrics the rules read, E accuracy split by the
+primitive fields it recomputes: the parse status and parsed answer of every
+unit (its own reading of the reply formats: the P, R and E answers and the
+F/C artifact extraction, each in time linear in the reply's length); for
+P, R and E the exact match with the recorded expected answer; for F and C
+exact validity from the checker status stored with the record.  Then the metrics the rules read, E accuracy split by the
 context the E prompt showed (``E_C``, ``E_F``, ``E_none``, from each
 record's ``context``), the paired F - C interval (Newcombe's hybrid score,
 written out here), and the classification by the preregistered rule order.  Prints JSON; exit status 0
@@ -27,6 +28,10 @@ from pathlib import Path
 
 COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 DECORATION = "*_`"
+#: Longest numeral read as a number (leading zeros included); a longer one is "number_too_large".
+MAX_DIGITS = 18
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DIGITS = re.compile(r"\d+")
 
 
 def read_lines(path):
@@ -36,57 +41,73 @@ def read_lines(path):
     return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
 
 
+def unpad(text):
+    """Drop leading whitespace, then decoration marks, then whitespace."""
+    return text.lstrip().lstrip(DECORATION).lstrip()
+
+
 def keyed_line(line, key):
-    """The value after 'KEY:' on a line (decorations *, _, ` around the key allowed), else None."""
-    body = line.strip().lstrip(DECORATION).lstrip()
-    if body[: len(key)].upper() != key:
+    """The value after 'KEY:' on a line (decorations *, _, ` around the key allowed), else None.
+
+    The key compares letter by letter through str.upper(), so 'ſ' reads as 'S'."""
+    body = unpad(line)
+    if len(body) < len(key) or any(c.upper() != k for c, k in zip(body, key)):
         return None
-    rest = body[len(key):].lstrip(DECORATION).lstrip()
+    rest = unpad(body[len(key):])
     if not rest.startswith(":"):
         return None
-    return rest[1:].strip().lstrip(DECORATION).strip()
+    return unpad(rest[1:]).rstrip()
 
 
 def answer(text):
+    """(status, value) of the single ANSWER line: trailing marks and periods go, words upper-cased and respaced."""
     values = [v for v in (keyed_line(line, "ANSWER") for line in text.splitlines()) if v is not None]
     if len(values) != 1:
-        return None
-    value = values[0].rstrip(DECORATION + ". ").upper()
-    return " ".join(value.replace(",", " , ").split())
+        return ("no_answer_line" if not values else "several_answer_lines"), None
+    value = values[0].rstrip(DECORATION + ".").rstrip().upper()
+    return "ok", " ".join(value.replace(",", " , ").split())
 
 
 def state_entries(family, lines):
-    entries = {}
+    """(status, entries) of a state block's lines: ok, bad_state_block or number_too_large."""
+    cleaned = []
     for line in lines:
-        line = line.strip().strip("`").strip().lstrip("-* ").strip()
-        if not line:
-            continue
-        if line.lower() in ("(empty)", "empty") and not entries and len([x for x in lines if x.strip()]) == 1:
-            return {}
+        line = line.strip().strip("`").strip()
+        if line:
+            cleaned.append(line.lstrip("-* ").strip())
+    if cleaned in (["(empty)"], ["empty"]):
+        return "ok", {}
+    entries, numerals = {}, []
+    for line in cleaned:
         name, eq, value = line.partition("=")
         name, value = name.strip(), value.strip()
-        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in entries:
-            return None
+        if not eq or not NAME.fullmatch(name) or name in entries:
+            return "bad_state_block", None
         if family == "schedule":
             machine, at, start = value.partition("@")
             machine, start = machine.strip(), start.strip()
-            if not at or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", machine) or not re.fullmatch(r"\d+", start):
-                return None
-            entries[name] = {"machine": machine, "start": int(start)}
+            if not at or not NAME.fullmatch(machine) or not DIGITS.fullmatch(start):
+                return "bad_state_block", None
+            entries[name] = (machine, start)
+            numerals.append(start)
         else:
-            if not re.fullmatch(r"\d+", value):
-                return None
-            entries[name] = int(value)
-    if family != "schedule":
-        entries = {k: v for k, v in entries.items() if v > 0}
-    return entries
+            if not DIGITS.fullmatch(value):
+                return "bad_state_block", None
+            entries[name] = value
+            numerals.append(value)
+    if any(len(n) > MAX_DIGITS for n in numerals):
+        return "number_too_large", None
+    if family == "schedule":
+        return "ok", {name: {"machine": machine, "start": int(start)} for name, (machine, start) in entries.items()}
+    return "ok", {name: int(count) for name, count in entries.items() if int(count) > 0}
 
 
 def state(family, text):
+    """(status, state) of the single STATE block: its inline value, then lines up to a blank line or a fence."""
     lines = text.splitlines()
     heads = [i for i, line in enumerate(lines) if keyed_line(line, "STATE") is not None]
     if len(heads) != 1:
-        return None
+        return "no_state_block", None
     block = [keyed_line(lines[heads[0]], "STATE")]
     block = [b for b in block if b]
     for line in lines[heads[0] + 1:]:
@@ -96,32 +117,61 @@ def state(family, text):
                 break
             continue
         block.append(line)
-    return state_entries(family, block) if block else None
+    return state_entries(family, block) if block else ("bad_state_block", None)
+
+
+def fence(line):
+    body = line.strip()
+    return body[:3] == "```" and all(c.isascii() and (c.isalnum() or c in "_-") for c in body[3:])
+
+
+def artifact(text):
+    """(status, artifact) of a synthesis reply: the whole reply, or the inside of its only fenced block."""
+    lines = text.strip("\n").splitlines()
+    fences = [i for i, line in enumerate(lines) if fence(line)]
+    if not fences:
+        return "ok", text
+    if len(fences) % 2:
+        return "unclosed_code_block", None
+    if len(fences) > 2:
+        return "several_code_blocks", None
+    if any(line.strip() for i, line in enumerate(lines) if not fences[0] <= i <= fences[1]):
+        return "ok", text
+    inside = lines[fences[0] + 1:fences[1]]
+    return "ok", "\n".join(inside) + "\n"
+
+
+def parse_text(condition, kind, family, text):
+    """(parse status, parsed answer) of a reply, the answer None unless the status is ok."""
+    if condition in ("F", "C"):
+        return artifact(text)
+    if condition == "P" and kind == "effect":
+        status, found = state(family, text)
+        return status, (None if found is None else {"state": found})
+    status, value = answer(text)
+    if status != "ok":
+        return status, None
+    bad = ("bad_answer_value", None)
+    if condition == "P":
+        return ("ok", {"verdict": value}) if value in ("LEGAL", "ILLEGAL") else bad
+    if condition == "R":
+        m = re.fullmatch(r"\[?(H-[0-9A-F]{4})\]?", value)
+        return ("ok", {"artifact": m.group(1)}) if m else bad
+    if value.startswith("ILLEGAL AT STEP ") and DIGITS.fullmatch(value, len("ILLEGAL AT STEP ")):
+        step = value[len("ILLEGAL AT STEP "):]
+        return ("number_too_large", None) if len(step) > MAX_DIGITS else ("ok", {"verdict": "ILLEGAL", "step": int(step)})
+    for words, met in (("LEGAL , GOAL MET", True), ("LEGAL , GOAL NOT MET", False)):
+        if value == words:
+            status, found = state(family, text)
+            return (status, None) if found is None else ("ok", {"verdict": "LEGAL", "goal": met, "state": found})
+    return bad
 
 
 def parse(record):
+    """(parse status, parsed) of a record from its primitive fields."""
     if record["generation_error"] is not None:
-        return None
-    text, condition, kind, family = record["generation"], record["condition"], record["kind"], record["family"]
-    if condition == "P" and kind == "effect":
-        found = state(family, text)
-        return None if found is None else {"state": found}
-    value = answer(text)
-    if value is None:
-        return None
-    if condition == "P":
-        return {"verdict": value} if value in ("LEGAL", "ILLEGAL") else None
-    if condition == "R":
-        m = re.fullmatch(r"\[?(H-[0-9A-F]{4})\]?", value)
-        return {"artifact": m.group(1)} if m else None
-    m = re.fullmatch(r"ILLEGAL AT STEP (\d+)", value)
-    if m:
-        return {"verdict": "ILLEGAL", "step": int(m.group(1))}
-    for words, met in (("LEGAL , GOAL MET", True), ("LEGAL , GOAL NOT MET", False)):
-        if value == words:
-            found = state(family, text)
-            return None if found is None else {"verdict": "LEGAL", "goal": met, "state": found}
-    return None
+        return "generation_error", None
+    return parse_text(record["condition"], record["kind"], record["family"], record["generation"])
 
 
 def wilson(k, n, z):
@@ -175,13 +225,13 @@ def main(argv=None):
 
     mismatches, correct, contexts = [], {}, {}
     for record in records:
+        status, parsed = parse(record)
+        if status != record["parse_status"] or parsed != record["parsed"]:
+            mismatches.append(record["item_id"])
         if record["condition"] in ("F", "C"):
             ok = record["generation_error"] is None and record["check_status"] == "VALID"
         else:
-            parsed = parse(record)
             ok = parsed is not None and parsed == record["expected"]
-            if parsed != record["parsed"]:
-                mismatches.append(record["item_id"])
         if ok != record["correct"] and record["item_id"] not in mismatches:
             mismatches.append(record["item_id"])
         correct[record["item_id"]] = (record["condition"], record["pair_id"], ok)

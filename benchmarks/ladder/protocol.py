@@ -210,9 +210,51 @@ def build_chat(case_text: str) -> list[dict[str, str]]:
 
 # --------------------------------------------------------------------------- the answer parser and coded outcomes
 
-_THINK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
-_DECISION_LINE = re.compile(r"decision\s*[:=\-]\s*\**\s*(approve|reject)(?:d|ed)?\b", re.IGNORECASE)
-_BARE = re.compile(r"^[\s\W]*(approve|reject)(?:d|ed)?[\s\W]*$", re.IGNORECASE)
+# The parser reads the reply with fixed-word searches and runs of one character class: no pattern can
+# backtrack, and each character is looked at a bounded number of times, so time is linear in the reply's
+# length.  Words match as re.IGNORECASE matches letters (the dotless "ı" counts as "i", for example).
+_THINK_OPEN = re.compile("<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile("</think>", re.IGNORECASE)
+_MARKER = re.compile("decision", re.IGNORECASE)
+_VERDICT = re.compile("approve|reject", re.IGNORECASE)
+_SPACES = re.compile(r"\s*")
+_STARS = re.compile(r"\**")
+_NON_WORD = re.compile(r"\W*")
+
+
+def _without_closed_think_blocks(text: str) -> str:
+    """``text`` with each ``<think>...</think>`` block (shortest, left to right) replaced by one space."""
+    pieces, at = [], 0
+    while (opened := _THINK_OPEN.search(text, at)) and (closed := _THINK_CLOSE.search(text, opened.end())):
+        pieces += [text[at:opened.start()], " "]
+        at = closed.end()
+    pieces.append(text[at:])
+    return "".join(pieces)
+
+
+def _verdict_ends(text: str, at: int) -> tuple[str | None, list[int]]:
+    """The verdict word at ``at`` (lower-cased) and where it may end: with "d", with "ed", or bare."""
+    word = _VERDICT.match(text, at)
+    if word is None:
+        return None, []
+    end = word.end()
+    ends = [end + 1] if text[end:end + 1] in ("d", "D") else []
+    ends += [end + 2] if text[end:end + 2].lower() == "ed" else []
+    return word.group().lower(), ends + [end]
+
+
+def _marked_verdict(text: str, after: int) -> str | None:
+    """The verdict of a ``DECISION`` marker ending at ``after``: separator, optional bold, word, word boundary."""
+    at = _SPACES.match(text, after).end()  # type: ignore[union-attr]  # starred runs always match
+    if text[at:at + 1] not in (":", "=", "-"):
+        return None
+    at = _SPACES.match(text, at + 1).end()  # type: ignore[union-attr]
+    at = _STARS.match(text, at).end()  # type: ignore[union-attr]
+    at = _SPACES.match(text, at).end()  # type: ignore[union-attr]
+    verdict, ends = _verdict_ends(text, at)
+    if any(end == len(text) or not (text[end].isalnum() or text[end] == "_") for end in ends):
+        return verdict
+    return None
 
 
 def parse_decision(text: str) -> str | None:
@@ -222,16 +264,20 @@ def parse_decision(text: str) -> str | None:
     ``DECISION: APPROVE|REJECT`` marker decides (case-insensitive, "approved"
     and "rejected" accepted); without a marker, an answer that is nothing but
     one of the two words (with punctuation) is accepted.  Anything else,
-    including an unclosed ``<think>`` block, is unparsed.
+    including an unclosed ``<think>`` block, is unparsed.  Never raises on a
+    ``str``; time is linear in its length.
     """
-    visible = _THINK.sub(" ", text)
+    visible = _without_closed_think_blocks(text)
     if "<think>" in visible.lower():
         return None
-    marks = _DECISION_LINE.findall(visible)
-    if marks:
-        return marks[-1].lower()
-    bare = _BARE.match(visible)
-    return bare.group(1).lower() if bare else None
+    for marker in reversed(list(_MARKER.finditer(visible))):
+        verdict = _marked_verdict(visible, marker.end())
+        if verdict is not None:
+            return verdict
+    verdict, ends = _verdict_ends(visible, _NON_WORD.match(visible).end())  # type: ignore[union-attr]
+    if any(_NON_WORD.match(visible, end).end() == len(visible) for end in ends):  # type: ignore[union-attr]
+        return verdict
+    return None
 
 
 def code_outcome(error_code: str | None, decision: str | None, ground_truth: str) -> str:
@@ -374,6 +420,11 @@ def parse_fleet(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
 # --------------------------------------------------------------------------- the protocol
 
 
+def _given(value: Any, default: Any) -> Any:
+    """An option's value when it was given (0 included: the option's own check refuses it), else the default."""
+    return default if value is None else value
+
+
 class LadderProtocol(Protocol[Any, UnitRecord]):
     """One probe of one rung on the shape of ``benchmarks.core``: 150 units, the gate and its four clauses."""
 
@@ -427,9 +478,9 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
             raise UsageProblem(f"--ladder-round-dir={round_dir}: not a folder")
         return ProbeSettings(
             rung=run.model, state=state, seed=seed,
-            units_per_tier=run.option("units-per-tier") or spec.units_per_tier,
-            max_tokens=run.option("max-tokens") or spec.max_tokens,
-            timeout_s=float(timeout), batch_size=run.option("batch-size") or 1, retune_of=retune_of,
+            units_per_tier=_given(run.option("units-per-tier"), spec.units_per_tier),
+            max_tokens=_given(run.option("max-tokens"), spec.max_tokens),
+            timeout_s=float(timeout), batch_size=_given(run.option("batch-size"), 1), retune_of=retune_of,
             round_dir=round_dir, fleet=parse_fleet(run.option("fleet") or []),
         )
 
@@ -493,24 +544,49 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
 
         self.recognize_model(run.model)
         if run.model.startswith("openai:"):
-            return models.load_model(run.model, timeout=run.settings.timeout_s)
+            keyed = {"api_key_env": run.api_key_env} if run.api_key_env else {}
+            return models.load_model(run.model, timeout=run.settings.timeout_s, **keyed)
         return super().load_model(run)
 
     def batch_size(self, run: ProtocolRun) -> int:
         return run.settings.batch_size
 
-    def started(self, run: ProtocolRun, description: Mapping[str, Any]) -> None:
-        """``metadata.json`` beside the ledger, for readers of probe directories (the rescorer among them)."""
-        from .records import ProbeMetadata, write_metadata
+    def _metadata(self, run: ProtocolRun, revision: str) -> Any:
+        from .records import ProbeMetadata
 
         s = run.settings
-        write_metadata(run.path(s.folder_name), ProbeMetadata(
-            probe=s.folder_name, rung=s.rung, model_revision=str(description["revision"]),
+        return ProbeMetadata(
+            probe=s.folder_name, rung=s.rung, model_revision=revision,
             generator_variant=s.state.variant, generator_state=s.state.name, state_hash=s.state.state_hash,
             dials=s.state.dials(), seed=s.seed, condition="autonomous", units_per_tier=s.units_per_tier,
             tiers=TIERS, max_tokens=s.max_tokens, timeout_s=s.timeout_s, prereg_sha256=self.prereg.sha256,
             retune_of=s.retune_of, deviations=tuple(run.deviations),
-        ))
+        )
+
+    def resume_problems(self, run: ProtocolRun) -> list[str]:
+        """An existing ``metadata.json`` must be readable and name this probe (its revision is checked once
+        the model is loaded, and by the records' identity)."""
+        from .records import METADATA_FILE, read_metadata
+
+        folder = run.path(run.settings.folder_name)
+        if not (folder / METADATA_FILE).exists():
+            return []
+        try:
+            previous = read_metadata(folder)
+        except LadderError as exc:
+            return [str(exc)]
+        expected = self._metadata(run, previous.model_revision)
+        if previous != expected:
+            differ = [f"{k}: {getattr(previous, k)!r} -> {getattr(expected, k)!r}"
+                      for k in previous.__dataclass_fields__ if getattr(previous, k) != getattr(expected, k)]
+            return [f"{folder / METADATA_FILE} was written by another probe ({', '.join(differ)})"]
+        return []
+
+    def started(self, run: ProtocolRun, description: Mapping[str, Any]) -> None:
+        """``metadata.json`` beside the ledger, for readers of probe directories (the rescorer among them)."""
+        from .records import write_metadata
+
+        write_metadata(run.path(run.settings.folder_name), self._metadata(run, str(description["revision"])))
 
     def provenance_extra(self, run: ProtocolRun) -> dict[str, Any]:
         return {"probe": run.settings.folder_name, "batch_size": run.settings.batch_size}

@@ -77,9 +77,21 @@ def _diff(old: ProbeMetadata, new: ProbeMetadata) -> str:
 def read_metadata(folder: Path) -> ProbeMetadata:
     path = Path(folder) / METADATA_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise LadderError(f"{folder} holds no {METADATA_FILE}; it is not a probe directory") from None
+    except OSError as exc:
+        raise LadderError(f"{path}: cannot be read ({exc.strerror or exc}); check its permissions") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise LadderError(f"{path}: not UTF-8 at byte {exc.start}; the probe's metadata is damaged; "
+                          "restore it from a copy") from None
+    except json.JSONDecodeError as exc:
+        raise LadderError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); the probe's "
+                          "metadata is damaged; restore it from a copy") from None
+    if not isinstance(data, dict):
+        raise LadderError(f"{path}: holds a JSON {type(data).__name__}, not an object; restore it from a copy")
     if data.pop("schema_version", None) != ProbeMetadata.SCHEMA_VERSION:
         raise LadderError(f"{path}: schema_version is not {ProbeMetadata.SCHEMA_VERSION}")
     try:

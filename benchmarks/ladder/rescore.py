@@ -5,9 +5,10 @@ Usage: python benchmarks/ladder/rescore.py PROBE_DIR [PROBE_DIR ...] [--prereg P
 Standard library only; imports nothing from the suite.  Reads each probe's
 ``units.jsonl`` and ``metadata.json`` and the preregistration (by default the
 prereg.toml beside this script).  From the primitive fields alone (raw
-response text, error code, ground truth, tier) it re-parses every decision,
-re-codes every outcome, recounts every tier, recomputes the shares with the
-preregistered numerators and denominators, and decides the gate and the four
+response text, error code, ground truth, tier) it re-parses every decision
+(its own reading of the reply, in time linear in its length), re-codes every
+outcome, recounts every tier, recomputes the shares with the preregistered
+numerators and denominators, and decides the gate and the four
 clauses by the preregistered rule order.  Refuses to mix generator v1 with v2
 probes.  Prints JSON; exit status 0 when every re-derived per-unit field equals
 the recorded one, 1 otherwise.
@@ -16,7 +17,6 @@ the recorded one, 1 otherwise.
 import argparse
 import json
 import operator
-import re
 import sys
 import tomllib
 from pathlib import Path
@@ -26,17 +26,83 @@ BLOCKS = ("gate", "clause_a", "clause_b", "clause_c", "clause_d")
 TIERS = (1, 2, 3, 4, 5)
 
 
+#: Letters beyond ASCII that a case-insensitive reading takes for the ASCII letter (as Python's re.IGNORECASE does).
+FOLD = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
+
+
+def folded(c):
+    return FOLD.get(c, c.lower() if c.isascii() else c)
+
+
+def word_at(text, at, word):
+    """Whether ``word`` (lower-case) is written at ``at`` in any letter case."""
+    chunk = text[at:at + len(word)]
+    return len(chunk) == len(word) and all(folded(c) == w for c, w in zip(chunk, word))
+
+
+def wordlike(c):
+    return c.isalnum() or c == "_"
+
+
+def find_word(text, at, word):
+    """The first index >= at where ``word`` starts (any case), or -1; ``word`` starts with a character no letter folds to."""
+    while (at := text.find(word[0], at)) >= 0:
+        if word_at(text, at, word):
+            return at
+        at += 1
+    return -1
+
+
+def skip(text, at, accept):
+    while at < len(text) and accept(text[at]):
+        at += 1
+    return at
+
+
+def verdict_at(text, at):
+    """(verdict, the places where its word may end) for an approve/reject word at ``at``, else (None, ())."""
+    for verdict in ("approve", "reject"):
+        if word_at(text, at, verdict):
+            end = at + len(verdict)
+            ends = [end]
+            if end < len(text) and text[end] in "dD":
+                ends.append(end + 1)
+            if word_at(text, end, "ed"):
+                ends.append(end + 2)
+            return verdict, ends
+    return None, ()
+
+
+def marker_verdict(text, at):
+    """The verdict of a 'decision' marker starting at ``at``, or None."""
+    at = skip(text, at + len("decision"), str.isspace)
+    if at >= len(text) or text[at] not in ":=-":
+        return None
+    at = skip(text, at + 1, str.isspace)
+    at = skip(text, skip(text, at, lambda c: c == "*"), str.isspace)
+    verdict, ends = verdict_at(text, at)
+    return verdict if any(end >= len(text) or not wordlike(text[end]) for end in ends) else None
+
+
 def decision_of(text):
     """Drop closed <think> blocks; an unclosed one leaves no decision.  The last DECISION marker wins;
     otherwise the answer must be the bare word approve(d) or reject(ed)."""
-    visible = re.sub(r"(?is)<think>.*?</think>", " ", text)
+    kept, at = [], 0
+    while (start := find_word(text, at, "<think>")) >= 0 and (stop := find_word(text, start + 7, "</think>")) >= 0:
+        kept += [text[at:start], " "]
+        at = stop + len("</think>")
+    visible = "".join(kept) + text[at:]
     if "<think>" in visible.lower():
         return None
-    marks = re.findall(r"(?i)decision\s*[:=\-]\s*\**\s*(approve|reject)(?:d|ed)?\b", visible)
-    if marks:
-        return marks[-1].lower()
-    bare = re.match(r"(?i)^[\s\W]*(approve|reject)(?:d|ed)?[\s\W]*$", visible)
-    return bare.group(1).lower() if bare else None
+    starts = [i for i, c in enumerate(visible) if c in "dD" and word_at(visible, i, "decision")]
+    for start in reversed(starts):
+        verdict = marker_verdict(visible, start)
+        if verdict is not None:
+            return verdict
+    verdict, ends = verdict_at(visible, skip(visible, 0, lambda c: not wordlike(c)))
+    if any(skip(visible, end, lambda c: not wordlike(c)) == len(visible) for end in ends):
+        return verdict
+    return None
 
 
 def outcome_of(error_code, decision, truth):

@@ -444,6 +444,11 @@ def probe_run(root: Path, model: str | None = None, **options) -> ProtocolRun:
     ({"state": "v1-r1", "dial": ["invoice_lines=[9, 9]"], "retune-of": "x"}, "--ladder-dial: dial 'invoice_lines'"),
     ({"units-per-tier": 0}, "--ladder-units-per-tier must be at least 1, got 0"),
     ({"timeout": 0.0}, "--ladder-timeout must be more than 0 seconds"),
+    ({"timeout": -2.5}, "--ladder-timeout must be more than 0 seconds, got -2.5"),
+    ({"timeout": float("nan")}, "--ladder-timeout must be a finite number, got nan"),
+    ({"timeout": float("inf")}, "--ladder-timeout must be a finite number, got inf"),
+    ({"max-tokens": 0}, "--ladder-max-tokens must be at least 1, got 0"),
+    ({"batch-size": -1}, "--ladder-batch-size must be at least 1, got -1"),
     ({"fleet": ["R0"]}, "--ladder-fleet 'R0': write LABEL=MODEL"),
     ({"round-dir": "/no/such/folder"}, "--ladder-round-dir=/no/such/folder: not a folder"),
 ])

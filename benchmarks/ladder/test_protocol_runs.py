@@ -325,3 +325,41 @@ def test_resume_with_another_model_is_refused_before_any_write(pytester: pytest.
     assert f"model: {SIMULATED_FLEET['R1']!r} -> {SIMULATED_FLEET['R2']!r}" in line
     assert f"rung: {SIMULATED_FLEET['R1']!r} -> {SIMULATED_FLEET['R2']!r}" in line
     assert digest_tree(run_dir) == before
+
+
+@pytest.mark.parametrize(("damage", "named"), [
+    (b'{"probe": "v2-r2-seed202", "rung": "caf\xe9"}', "not UTF-8 at byte 39"),
+    (b'{"probe": "v2-r2-seed202",\n  "rung": ', "not JSON (line 2, column"),
+    (b'["a", "list"]', "holds a JSON list, not an object"),
+])
+def test_damaged_metadata_is_refused_with_one_line_before_any_write(pytester: pytest.Pytester, tmp_path: Path,
+                                                                    damage: bytes, named: str) -> None:
+    """A metadata.json that is not UTF-8, not JSON or not an object is named with the byte or line; the
+    session stops before any test and leaves every file of the run as it was."""
+    results = tmp_path / "results"
+    common = ("--model", SIMULATED_FLEET["R1"], "--ladder-units-per-tier", "2", "--run-id", "damaged")
+    run_ladder(pytester, results, *common)
+    [folder] = find_probes(results)
+    (folder / "metadata.json").write_bytes(damage)
+    run_dir = results / "ladder" / "damaged"
+    before = digest_tree(run_dir)
+    line = usage_line(run_ladder(pytester, results, *common))
+    assert "metadata.json" in line and named in line, line
+    assert digest_tree(run_dir) == before
+
+
+def test_a_probe_killed_before_its_first_unit_is_resumed_only_with_its_settings(pytester: pytest.Pytester,
+                                                                                 tmp_path: Path) -> None:
+    """metadata.json is written before the first unit; with no record and no provenance.json left, a resume
+    with other limits is refused from it alone, and nothing is rewritten."""
+    results = tmp_path / "results"
+    common = ("--model", SIMULATED_FLEET["R1"], "--run-id", "early")
+    run_ladder(pytester, results, *common, "--ladder-units-per-tier", "2")
+    [folder] = find_probes(results)
+    (folder / UNITS_FILE).write_bytes(b"")
+    (results / "ladder" / "early" / "provenance.json").unlink()
+    run_dir = results / "ladder" / "early"
+    before = digest_tree(run_dir)
+    line = usage_line(run_ladder(pytester, results, *common, "--ladder-units-per-tier", "3"))
+    assert "written by another probe" in line and "units_per_tier: 2 -> 3" in line, line
+    assert digest_tree(run_dir) == before

@@ -106,7 +106,8 @@ def parse_answer(text: str) -> str | None:
     The text is upper-cased; a decision token is an A or B with no ASCII capital
     letter immediately before or after it.  The answer is accepted only when
     exactly one such token occurs ("A", "a.", "Answer: B" parse; "AB", "A or
-    B", "A. A" and prose without a standalone letter do not).
+    B", "A. A" and prose without a standalone letter do not).  Never raises on a
+    ``str``; one pass with one-character look-arounds, linear in its length.
     """
     found = _STANDALONE.findall(text.upper())
     return found[0] if len(found) == 1 else None

@@ -79,3 +79,11 @@ def test_reference_agrees_on_random_step_sequences(case):
 )
 def test_reference_agrees_on_grammar_edge_text(stem, text):
     _agree(stem, text)
+
+
+@pytest.mark.parametrize("digits", [639, 640, 641, 4301, 20_000])
+def test_reference_agrees_on_integer_literals_at_the_digit_bound(digits):
+    """Both sides draw the malformed line at 640 digits, and neither raises past Python's own digit limit."""
+    for stem in sorted(WORLDS):
+        step = WORLDS[stem].primitives[0].name if hasattr(WORLDS[stem], "primitives") else "a"
+        _agree(stem, f"{step}({'7' * digits})\n")
