@@ -109,6 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in (
         "cpu: runs a model on the CPU (excluded from the default run; select with -m cpu)",
         "gpu: runs a model on a CUDA device (excluded from the default run; select with -m gpu)",
+        "slow: a self-check on a real bundled model that takes minutes (excluded from the default run; .ci/run runs them with -m slow)",
         "completeness: technical-completeness check of a protocol run (separate from the scientific rules)",
     ):
         declared = {m.split(":", 1)[0].split("(", 1)[0].strip() for m in config.getini("markers")}

@@ -165,6 +165,7 @@ def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, tmp_path: 
     assert "--cwr-max-new-tokens must be a positive integer, got 0" in result.stderr.str() + result.stdout.str()
 
 
+@pytest.mark.slow
 def test_bundled_smollm2_reduced_pass(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """Every condition, a few units each, bounded generation, on the real bundled model; the rescorer must agree."""
     start = time.perf_counter()

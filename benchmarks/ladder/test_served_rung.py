@@ -27,6 +27,7 @@ def served_smollm(tmp_path_factory: pytest.TempPathFactory):
         yield served
 
 
+@pytest.mark.slow
 def test_served_smollm2_rung(pytester: pytest.Pytester, tmp_path: Path, served_smollm) -> None:
     base_url, name = served_smollm
     results = tmp_path / "results"
@@ -56,6 +57,7 @@ def test_served_smollm2_rung(pytester: pytest.Pytester, tmp_path: Path, served_s
     print(f"served SmolLM2 rung: {len(units)} units in {wall:.1f} s, outcomes {counts}, gate {gate}")
 
 
+@pytest.mark.slow
 def test_served_rung_timeouts_are_coded(pytester: pytest.Pytester, tmp_path: Path, served_smollm) -> None:
     base_url, name = served_smollm
     results = tmp_path / "results"

@@ -306,6 +306,7 @@ def uninterrupted_reference(preset: str, prompt_ids: list[str]) -> tuple[str, li
     return run.frozen_state_sha256, [record_from_engine(r, by_id[r.prompt_id]) for r in run.records]
 
 
+@pytest.mark.slow
 def test_bundled_gemma3_270m_killed_and_resumed(pytester: pytest.Pytester, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """All 90 prompts, both presets, fork isolation, on the bundled Gemma 3 270M, with the run SIGKILLed partway

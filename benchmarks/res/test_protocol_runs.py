@@ -134,6 +134,7 @@ def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.
     assert "passed" not in result.stdout.str().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_bundled_smollm2_end_to_end(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """All 64 fixtures, both measurements, on the real bundled model; the rescorer must agree."""
     start = time.perf_counter()
@@ -215,7 +216,7 @@ def test_without_m_cpu_the_summary_says_no_protocol_ran(pytester: pytest.Pyteste
                                            f"--rootdir={SUITE_ROOT}", f"--results-dir={tmp_path / 'results'}",
                                            "-p", "no:cacheprovider")
     assert result.ret == 0
-    assert ("no protocol run (RES): their model-run tests were deselected by -m 'not cpu and not gpu'; "
+    assert ("no protocol run (RES): their model-run tests were deselected by -m 'not cpu and not gpu and not slow'; "
             "add -m cpu or -m gpu") in result.stdout.str()
     assert not (tmp_path / "results").exists()
 

@@ -16,6 +16,7 @@ FIXED_PROMPTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BUNDLED))
 def test_cached_model_logits_equal_the_gguf_model(name: str) -> None:
     folder, sha = bundled_folder(name)

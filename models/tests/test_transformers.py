@@ -64,6 +64,7 @@ def reference_generate(model, texts: list[str], batch_size: int, settings: Gener
     GenerationSettings(max_new_tokens=6),
     GenerationSettings(max_new_tokens=6, repetition_penalty=1.15, no_repeat_ngram_size=3),
 ], ids=["plain", "penalized"])
+@pytest.mark.slow
 def test_one_pass_equals_separate_scoring_and_generate(smollm, batch_size: int, settings: GenerationSettings) -> None:
     prompts = chats(20)
     texts = [smollm.render_chat(c) for c in prompts]

@@ -145,6 +145,7 @@ def test_hooks_are_removed_after_every_run_and_after_a_failure(gemma, calibrated
     assert _no_hooks(gemma)
 
 
+@pytest.mark.slow
 def test_fork_and_inprocess_give_the_same_records_from_one_frozen_state(gemma, monkeypatch):
     settings = generation_settings(ACTIVE_MANIFOLD, TOKENS, CONFIG)
     seen, events = [], []
