@@ -9,11 +9,13 @@ protocol's ``test_protocol_runs.py`` would otherwise repeat.
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -65,3 +67,31 @@ def run_rescorer(script: Path, *args: str | Path) -> dict[str, Any]:
                           capture_output=True, text=True, cwd="/", check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
+
+
+def best_time(parse: Callable[[str], Any], text: str, repeat: int) -> float:
+    """The best of 3 timings of ``repeat`` calls of ``parse(text)``, the cyclic garbage collector paused."""
+    best = float("inf")
+    gc.disable()
+    try:
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(repeat):
+                parse(text)
+            best = min(best, time.perf_counter() - start)
+    finally:
+        gc.enable()
+    return best
+
+
+def check_linear_time(parse: Callable[[str], Any], make: Callable[[int], str], what: str) -> None:
+    """Assert that one text of 64 KB takes about as long as 64 texts of 1 KB of the same shape.
+
+    ``make(n)`` builds a text of about ``n`` characters.  A linear parser gives a ratio near 1 and a quadratic one
+    near 64; the bound (8 x plus 5 ms, and 1 s for the large text) holds on a loaded machine.
+    """
+    small, large = make(1024), make(65536)
+    per_small = best_time(parse, small, 64)
+    per_large = best_time(parse, large, 1)
+    assert per_large < 1.0, f"{what}: {per_large:.3f} s for a 64 KB text"
+    assert per_large <= 8 * per_small + 0.005, f"{what}: 64 KB in {per_large:.4f} s, 64 x 1 KB in {per_small:.4f} s"

@@ -127,18 +127,29 @@ def fence(line):
 
 def artifact(text):
     """(status, artifact) of a synthesis reply: the whole reply, or the inside of its only fenced block."""
-    lines = text.strip("\n").splitlines()
-    fences = [i for i, line in enumerate(lines) if fence(line)]
-    if not fences:
+    opened = closed = None  # line numbers of the first fence pair
+    count = 0
+    prose = False  # a non-blank line outside that pair
+    body = []
+    for number, line in enumerate(text.strip("\n").splitlines()):
+        if fence(line):
+            count += 1
+            if opened is None:
+                opened = number
+            elif closed is None:
+                closed = number
+            continue
+        if opened is not None and closed is None:
+            body.append(line)
+        elif line.strip():
+            prose = True
+    if count == 0:
         return "ok", text
-    if len(fences) % 2:
+    if count % 2 == 1:
         return "unclosed_code_block", None
-    if len(fences) > 2:
+    if count > 2:
         return "several_code_blocks", None
-    if any(line.strip() for i, line in enumerate(lines) if not fences[0] <= i <= fences[1]):
-        return "ok", text
-    inside = lines[fences[0] + 1:fences[1]]
-    return "ok", "\n".join(inside) + "\n"
+    return ("ok", text) if prose else ("ok", "\n".join(body) + "\n")
 
 
 def parse_text(condition, kind, family, text):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import gc
 import importlib.util
 import re
 import sys
-import time
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+
+from benchmarks.core.selfcheck import check_linear_time
 
 from .protocol import HERE, parse_decision
 
@@ -104,27 +104,8 @@ SHAPES = {
 }
 
 
-def _best_time(parse, text: str, repeat: int) -> float:
-    """The best of 3 timings of ``repeat`` calls, with the cyclic garbage collector paused (its pauses are noise)."""
-    best = float("inf")
-    gc.disable()
-    try:
-        for _ in range(3):
-            start = time.perf_counter()
-            for _ in range(repeat):
-                parse(text)
-            best = min(best, time.perf_counter() - start)
-    finally:
-        gc.enable()
-    return best
-
-
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("parse", [parse_decision, rescore.decision_of], ids=["suite", "rescorer"])
 def test_parsing_time_is_linear_in_the_reply_length(shape: str, parse) -> None:
     """64 replies of 1 KB and one reply of 64 KB take about the same time (best of 3; a quadratic parser: 64 x)."""
-    small, large = SHAPES[shape](1024), SHAPES[shape](65536)
-    per_small = _best_time(parse, small, 64)
-    per_large = _best_time(parse, large, 1)
-    assert per_large < 1.0, f"{shape}: {per_large:.3f} s for a 64 KB reply"
-    assert per_large <= 8 * per_small + 0.005, f"{shape}: 64 KB in {per_large:.4f} s, 64 x 1 KB in {per_small:.4f} s"
+    check_linear_time(parse, SHAPES[shape], shape)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import gc
 import importlib.util
 import sys
-import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.core.new import scaffold
+from benchmarks.core.selfcheck import check_linear_time
 
 
 @pytest.fixture(scope="module")
@@ -53,19 +52,5 @@ def test_the_scaffold_parser_agrees_with_its_rescorer_on_hostile_answers(skeleto
 def test_the_scaffold_parsers_take_linear_time(skeleton, shape: str) -> None:
     """64 answers of 1 KB and one of 64 KB take about the same time (best of 3; a quadratic parser: 64 x)."""
     protocol, rescore = skeleton
-    small, large = shape * (1024 // len(shape)), shape * (65536 // len(shape))
     for parse in (protocol.parse_answer, rescore.letter):
-        times = []
-        for text, repeat in ((small, 64), (large, 1)):
-            best = float("inf")
-            gc.disable()  # the collector's pauses are noise here
-            try:
-                for _ in range(3):
-                    start = time.perf_counter()
-                    for _ in range(repeat):
-                        parse(text)
-                    best = min(best, time.perf_counter() - start)
-            finally:
-                gc.enable()
-            times.append(best)
-        assert times[1] < 1.0 and times[1] <= 8 * times[0] + 0.005, (parse.__module__, shape, times)
+        check_linear_time(parse, lambda n: shape * (n // len(shape)), f"{parse.__module__} on {shape!r}")
