@@ -72,16 +72,7 @@ def protocol_of(path: Path) -> Protocol | None:
 
 def _hooks(protocol: Protocol) -> dict[str, Callable[..., Any]]:
     def pytest_addoption(parser: pytest.Parser) -> None:
-        group = parser.getgroup("preregbench")
-        for option in protocol.options:
-            names = [option.flag(protocol.name)] + ([option.alias] if option.alias else [])
-            kwargs: dict[str, Any] = {"dest": option.dest(protocol.name), "default": [] if option.repeat else None,
-                                      "help": f"{protocol.label}: {option.help}"}
-            if option.repeat:
-                kwargs["action"] = "append"
-            elif option.type is not str:
-                kwargs["type"] = option.type
-            group.addoption(*names, **kwargs)
+        add_protocol_options(parser, protocol)
 
     def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         if Path(file_path).resolve() == protocol.prereg.path.resolve():
@@ -89,6 +80,24 @@ def _hooks(protocol: Protocol) -> dict[str, Callable[..., Any]]:
         return None
 
     return {"pytest_addoption": pytest_addoption, "pytest_collect_file": pytest_collect_file}
+
+
+def add_protocol_options(parser: pytest.Parser, protocol: Protocol) -> None:
+    """Register ``protocol``'s options in the ``preregbench`` group of ``parser``, once per parser."""
+    added = parser.__dict__.setdefault("_preregbench_protocols", set())
+    if protocol.name in added:
+        return
+    added.add(protocol.name)
+    group = parser.getgroup("preregbench")
+    for option in protocol.options:
+        names = [option.flag(protocol.name)] + ([option.alias] if option.alias else [])
+        kwargs: dict[str, Any] = {"dest": option.dest(protocol.name), "default": [] if option.repeat else None,
+                                  "help": f"{protocol.label}: {option.help}"}
+        if option.repeat:
+            kwargs["action"] = "append"
+        elif option.type is not str:
+            kwargs["type"] = option.type
+        group.addoption(*names, **kwargs)
 
 
 # --------------------------------------------------------------------------- fixtures

@@ -86,7 +86,7 @@ def _register_hypothesis_profiles() -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("preregbench", "preregistered benchmark runs")
+    group = parser.getgroup("preregbench", "preregbench")
     group.addoption("--model", dest="benchmark_model", default=None,
                     help="model to run (a registry name, a hub id or a local path); default: the protocol's preregistered model")
     group.addoption("--revision", dest="benchmark_revision", default=None,
@@ -102,6 +102,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--api-key-env", dest="benchmark_api_key_env", default=None, metavar="NAME",
                     help="environment variable holding a served model's API key (openai:MODEL@BASE_URL); "
                          "only the name is printed or recorded")
+    if _help_requested():
+        _add_every_protocol_option(parser)
+
+
+def _help_requested(argv: list[str] | None = None) -> bool:
+    """Whether this process was started as ``pytest --help`` (the only case that lists every protocol's options)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    return any(a in ("-h", "--help") for a in args)
+
+
+def _add_every_protocol_option(parser: pytest.Parser) -> None:
+    """Register the options of every protocol of the suite, so that ``pytest --help`` lists them without a path.
+
+    Ordinary runs register a protocol's options from its conftest only, and so
+    import only the protocols they run; a protocol whose options are already in
+    ``parser`` is not registered twice.
+    """
+    import importlib
+
+    from ._generated import add_protocol_options
+    from .runcmd import protocols
+
+    for name in protocols():
+        try:
+            module = importlib.import_module(f"benchmarks.{name}.protocol")
+        except ImportError:  # a protocol that cannot be imported here is reported when it is run
+            continue
+        protocol = getattr(module, "PROTOCOL", None)
+        if protocol is not None:
+            add_protocol_options(parser, protocol)
 
 
 @pytest.hookimpl(tryfirst=True)

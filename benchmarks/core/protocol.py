@@ -37,6 +37,7 @@ import pytest
 from ._canonical import _plain, sha256_json
 from .ledger import IDENTITY_KEY, Ledger, LedgerError, read_identities, read_ledger
 from .prereg import ClassificationSpec, Prereg, load_prereg
+from .progress import Progress
 from .provenance import Provenance, ProvenanceError, read_provenance
 from .rules import Classification, RuleError
 from .rundir import PROVENANCE_FILE, Run
@@ -413,6 +414,10 @@ class ProtocolRun(Generic[U, R]):
         self._units: list[U] | None = None
         self._ledger: Ledger | None = None
         self._started = False
+        #: The pytest config of the session (for the progress line past output capture); None outside pytest.
+        self.config: Any = None
+        #: This session's measurement progress (:mod:`benchmarks.core.progress`); None when nothing is measured.
+        self.progress: Progress | None = None
 
     # ----------------------------------------------------------------- from pytest
 
@@ -432,6 +437,7 @@ class ProtocolRun(Generic[U, R]):
                 scale=config.getoption("benchmark_scale"), revision=pinned_revision(config, protocol.name),
                 options=options, api_key_env=_getoption(config, "benchmark_api_key_env", None),
             )
+            cache[protocol.name].config = config
         return cache[protocol.name]
 
     # ----------------------------------------------------------------- settings
@@ -593,6 +599,19 @@ class ProtocolRun(Generic[U, R]):
         self._ledger.identity = identity
         self._started = True
         self.protocol.started(self, description)
+        self.phase("measuring")
+
+    def phase(self, name: str) -> None:
+        """Name the phase this session's measurement is in (``progress.json`` and the terminal line);
+        a protocol may call it for its own phases (``calibrating``)."""
+        if self.progress is not None:
+            self.progress.phase(name)
+
+    def _start_progress(self, total: int, done: int) -> None:
+        from .progress import Progress, terminal_emitter
+
+        emit, tty = terminal_emitter(self.config) if self.config is not None else (None, False)
+        self.progress = Progress(self.run.dir, self.protocol.name, self.run.run_id, total, done, emit=emit, tty=tty)
 
     def measure_all(self) -> list[R]:
         """Every unit's record: measured now for the units not yet in the ledger, under the run's lock."""
@@ -608,6 +627,8 @@ class ProtocolRun(Generic[U, R]):
                     self.write_fixtures()
                 else:
                     self._ledger = ledger
+                    self._start_progress(len(units), len(units) - len(todo))
+                    self.phase("loading model")
                     try:
                         protocol.run_units(self, todo, lambda record: self._append(ledger, record, wanted))
                     finally:
@@ -641,6 +662,8 @@ class ProtocolRun(Generic[U, R]):
         if key not in wanted:
             raise ValueError(f"{self.protocol.name}: record {key!r} is not a unit this session measures")
         ledger.append(record)
+        if self.progress is not None:
+            self.progress.advance()
 
     def records(self) -> list[R]:
         """The records of a finished run (no measurement)."""
@@ -701,6 +724,7 @@ class ProtocolRun(Generic[U, R]):
     def write_results(self, records: Sequence[R], measured: Mapping[str, Any]) -> dict[str, Path]:
         """The summary, the protocol's result files and figures, each written once per run; name -> path."""
         protocol = self.protocol
+        self.phase("writing results")
         self.once(protocol.summary_file, lambda: self.build_summary(records, measured))
         written = {protocol.summary_file: self.path(protocol.summary_file)}
         for name, build in protocol.result_files(self, records, measured).items():
@@ -711,6 +735,7 @@ class ProtocolRun(Generic[U, R]):
                 if not all(self.path(name).exists() for name in protocol.figures):
                     protocol.write_figures(self, records, measured)
             written.update({name: self.path(name) for name in protocol.figures})
+        self.phase("finished")
         return written
 
 

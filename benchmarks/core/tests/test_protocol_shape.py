@@ -249,4 +249,4 @@ def test_the_preregbench_command_dispatches_new(tmp_path: Path) -> None:
     assert cli.main(["new", "demo", "--into", str(tmp_path)]) == 0
     assert (tmp_path / "demo" / "prereg.toml").is_file()
     assert cli.main(["new", "demo", "--into", str(tmp_path)]) == 2  # already there: one line, no traceback
-    assert cli.main(["nonsense"]) == 2
+    assert cli.main(["nonsense"]) == 4  # usage
