@@ -26,7 +26,16 @@ from benchmarks.core.provenance import utc_now
 from benchmarks.core.selfcheck import read_report, run_protocol
 
 from . import px
-from .protocol import HERE, PROTOCOL, ZONES, record_from_engine, token_diversity, zone_entropy_bits
+from .protocol import (
+    HERE,
+    PRESET_PREFIX,
+    PROTOCOL,
+    ZONES,
+    calibration_file,
+    record_from_engine,
+    token_diversity,
+    zone_entropy_bits,
+)
 from .scenarios import EXPECTED, SCENARIOS, prefill_run, synthetic_records
 
 SCRIPT = HERE / "rescore.py"
@@ -183,7 +192,14 @@ def engine_shaped_run(results: Path) -> Path:
     row = {"category": "math", "text": next(r.prompt for r in records if r.prompt_id == "math-02")}
     shaped = [record_from_engine(timed_out, row) if r.unit_id == "BASELINE:math-02" else r for r in shaped]
     run = ProtocolRun(PROTOCOL, Run("pzombie", "engine", results, utc_now(), HERE), model="gemma-3-270m", device="cpu")
-    run.record({"id": "synthetic", "revision": "sha256:" + sha256_json("engine-shaped")}, shaped)
+    revision = "sha256:" + sha256_json("engine-shaped")
+    run.record({"id": "synthetic-engine-shaped", "revision": revision,
+                "note": "synthetic records (test_rescore.py), not a model run"}, shaped)
+    state = {"engine_shaped": True}
+    for preset in PRESET_PREFIX:  # the frozen states a finished run has, so that a session picks it up as resumed
+        run.write_json(calibration_file(preset), {
+            "preset": preset, "calibration_prompt_ids": [r["prompt_id"] for r in PROTOCOL.prompts(run, "calibration")],
+            "identity": run.identity(revision), "frozen_state": state, "frozen_state_sha256": sha256_json(state)})
     return run.dir
 
 
@@ -312,3 +328,21 @@ def test_a_finished_run_agrees_and_a_tampered_copy_names_the_unit(pytester: pyte
         status, out, _ = rescore(copy)
         assert status == 1
         assert [(d["unit"], d["field"]) for d in out["disagreements"]] == [(UNIT, field)]
+
+
+def test_a_run_with_a_prompt_that_never_reached_the_tokeniser(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """The timed-out prompt without input ids is counted: only test_no_prompt_failed fails (the run is broken),
+    the input and routing checks pass, and the rescorer agrees with the run's statistics."""
+    results = tmp_path / "results"
+    engine_shaped_run(results)
+    result = run_protocol(pytester, HERE, results, "--device", "cpu", "--model", "gemma-3-270m", "--run-id=engine")
+    report, run_dir = read_report(results, "pzombie", result)
+    outcome = {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]}
+    assert outcome["test_no_prompt_failed"] == "failed"
+    assert outcome["test_generation_and_routing_done"] == outcome["test_same_inputs_under_every_preset"] == "passed"
+    assert outcome["test_stats_written"] == outcome["test_aggregate_written"] == "passed", result.stdout.str()
+    assert report["benchmark"]["protocols"]["pzombie"]["status"] == "broken"
+    stats = json.loads((run_dir / "stats.json").read_text())
+    status, out, _ = rescore(run_dir)
+    assert status == 0 and out["classifications"] == stats["classifications"]
+    assert stats["metrics"]["baseline.errors"] == out["metrics"]["baseline.errors"] == 1
