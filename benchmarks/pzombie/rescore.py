@@ -127,7 +127,10 @@ def read_prereg(path):
 
 
 def is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite JSON number (an integer too large for a float is not one)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    return isinstance(value, float) and math.isfinite(value) or isinstance(value, int) and abs(value) <= 2 ** 1000
 
 
 def is_int(value):
@@ -147,18 +150,19 @@ def check_record(record, where, spec):
 
     need("unit_id", lambda v: isinstance(v, str), "a string")
     where = f"{where} ({record['unit_id']})"
-    need("preset", lambda v: v in spec["presets"], "one of " + ", ".join(spec["presets"]))
+    need("preset", lambda v: isinstance(v, str) and v in spec["presets"], "one of " + ", ".join(spec["presets"]))
     need("prompt_id", lambda v: isinstance(v, str), "a string")
-    need("category", lambda v: v in spec["categories"], "one of " + ", ".join(spec["categories"]))
+    need("category", lambda v: isinstance(v, str) and v in spec["categories"], "one of " + ", ".join(spec["categories"]))
     need("prompt", lambda v: isinstance(v, str), "a string")
     need("error", lambda v: v is None or isinstance(v, str), "null or an error code")
     need("input_token_ids", lambda v: isinstance(v, list) and all(is_int(i) for i in v), "a list of token ids")
     need("token_diversity", lambda v: v is None or is_number(v), "null or a number")
     need("zones", lambda v: isinstance(v, list) and all(isinstance(z, str) for z in v) and v, "a list of zone names")
     weights = lambda v: (v is None or isinstance(v, list) and len(v) == len(record["zones"])
-                         and all(is_number(w) and w >= 0 for w in v) and math.fsum(v) > 0)
-    need("zone_weights", weights, f"null or {len(record['zones'])} non-negative numbers with a positive sum")
-    need("zone_weights_mean", weights, f"null or {len(record['zones'])} non-negative numbers with a positive sum")
+                         and all(is_number(w) and 0 <= w <= 1e300 for w in v) and math.fsum(v) > 0)
+    what = f"null or {len(record['zones'])} numbers from 0 to 1e300 with a positive sum"
+    need("zone_weights", weights, what)
+    need("zone_weights_mean", weights, what)
     need("zone_entropy", lambda v: v is None or is_number(v), "null or a number")
     need("zone", lambda v: v is None or isinstance(v, str), "null or a zone name")
     need("engine", lambda v: isinstance(v, dict), "an object")

@@ -10,18 +10,24 @@ rescorer must name that unit and field, recomputed from what is left.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib.util
+import io
 import json
 import math
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from benchmarks.core import ProtocolRun, Run, sha256_json
+from benchmarks.core import ProtocolRun, Run, canonical_json, sha256_json
 from benchmarks.core.provenance import utc_now
 from benchmarks.core.selfcheck import read_report, run_protocol
 
@@ -346,3 +352,38 @@ def test_a_run_with_a_prompt_that_never_reached_the_tokeniser(pytester: pytest.P
     status, out, _ = rescore(run_dir)
     assert status == 0 and out["classifications"] == stats["classifications"]
     assert stats["metrics"]["baseline.errors"] == out["metrics"]["baseline.errors"] == 1
+
+
+_module = importlib.util.spec_from_file_location("pzombie_rescore_fuzzed", SCRIPT)
+rescorer = importlib.util.module_from_spec(_module)
+_module.loader.exec_module(rescorer)
+#: One record as the ledger holds it (the ledger's own keys left out; the rescorer does not read them).
+BASE_RECORD = json.loads(canonical_json(synthetic_records("confirmed")[5]))
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+NUMBERS = st.integers(-10, 10**20) | st.integers(10**300, 10**400) | st.floats(allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(BASE_RECORD)), st.one_of(
+    JSON_VALUES, st.lists(NUMBERS, min_size=5, max_size=5), st.just("<removed>"))), min_size=1, max_size=3))
+def test_any_damaged_record_exits_0_1_or_2_never_a_traceback(changes: list[tuple[str, Any]]) -> None:
+    record = json.loads(json.dumps(BASE_RECORD))
+    for name, value in changes:
+        if value == "<removed>":
+            record.pop(name, None)
+        else:
+            record[name] = value
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "records.jsonl").write_text(json.dumps(record) + "\n")
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = rescorer.main([folder])
+    assert status in (0, 1, 2)
+    if status == 2:
+        assert out.getvalue() == "" and err.getvalue().count("\n") == 1
+    else:
+        assert json.loads(out.getvalue())["records"] == 1
