@@ -153,7 +153,7 @@ class PzRecord:
     category: str  # math, logic, creative or synthesis
     prompt: str  # the user message (sent as a one-turn chat)
     input_token_ids: tuple[int, ...]  # the chat-templated input's token ids, special tokens included
-    token_diversity: float  # distinct over total input token ids
+    token_diversity: float | None  # distinct over total input token ids (None on an error record without input ids)
     zones: tuple[str, ...]  # zone names, the order of every weight vector
     zone_weights: tuple[float, ...] | None  # router weights at the last generation step (None on an error)
     zone_weights_mean: tuple[float, ...] | None  # mean of the weights over all steps (recorded, not ruled on)
@@ -186,8 +186,9 @@ def record_from_engine(record: Any, row: Mapping[str, Any]) -> PzRecord:
         category=row["category"],
         prompt=row["text"],
         input_token_ids=ids,
+        # A prompt whose process timed out or died before tokenising has no input ids, hence no TD (null).
         token_diversity=float(record.token_diversity) if record.token_diversity is not None else (
-            token_diversity(ids) if ids else math.nan),
+            token_diversity(ids) if ids else None),
         zones=zones,
         zone_weights=None if weights is None else tuple(float(weights[z]) for z in zones),
         zone_weights_mean=None if mean is None else tuple(float(mean[z]) for z in zones),

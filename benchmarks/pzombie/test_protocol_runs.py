@@ -93,8 +93,9 @@ def rescore(run_dir: Path) -> dict[str, Any]:
 def assert_agreement(run_dir: Path, labels: dict[str, str]) -> dict[str, Any]:
     stats = json.loads((run_dir / "stats.json").read_text())
     rescored = rescore(run_dir)
-    assert rescored["mismatches"] == []
+    assert rescored["disagreements"] == []
     assert rescored["classifications"] == stats["classifications"] == labels
+    assert rescored["classification"] == labels["combined"]
     for key in ("eta_squared", "eta_squared_over_total", "f", "p_exact", "p_approx", "r_squared_td"):
         for prefix in ("active", "baseline"):
             assert rescored["metrics"][f"{prefix}.{key}"] == pytest.approx(stats["metrics"][f"{prefix}.{key}"], rel=1e-6), key
