@@ -12,6 +12,7 @@ import sys
 COMMANDS = {
     "run": ("benchmarks.core.runcmd", "main_run", "run a protocol: PROTOCOL [--model NAME] [pytest options]; exit 0 pass, 1 gate failed, 2 broken, 4 usage"),
     "list": ("benchmarks.core.runcmd", "main_list", "list protocols, models or fixture-sets"),
+    "compare": ("benchmarks.core.compare", "main", "compare two runs of one protocol on the same fixtures, unit by unit: RUN_A RUN_B"),
     "new": ("benchmarks.core.new", "main", "write a runnable protocol skeleton: NAME"),
 }
 

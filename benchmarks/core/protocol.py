@@ -232,6 +232,16 @@ class Protocol(Generic[U, R]):
         """The ledger's path inside the run directory."""
         return "records.jsonl"
 
+    def find_ledger(self, run_dir: Path) -> Path | None:
+        """The ledger of the finished run in ``run_dir`` (for tools that read a run without a session), or None."""
+        path = Path(run_dir) / "records.jsonl"
+        return path if path.is_file() else None
+
+    def paired_outcomes(self, records: Sequence[R]) -> dict[str, dict[str, bool]]:
+        """Per-unit binary outcomes two runs are compared on (``preregbench compare``):
+        measure name -> unit key -> success.  Empty: the protocol declares none."""
+        return {}
+
     # ----------------------------------------------------------------- measurement
 
     def model_options(self, run: "ProtocolRun") -> dict[str, Any]:

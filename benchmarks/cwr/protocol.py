@@ -741,6 +741,9 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         return run.once(BASELINES_FILE, lambda: pair_baselines(self.pairs(), spec.baselines.random_samples,
                                                                spec.seeds["baselines"]))
 
+    def paired_outcomes(self, records: Sequence[CwrRecord]) -> dict[str, dict[str, bool]]:
+        return {f"{c}.accuracy": {r.item_id: bool(r.correct) for r in records if r.condition == c} for c in CONDITIONS}
+
     def metrics(self, run: ProtocolRun, records: Sequence[CwrRecord]) -> dict[str, Any]:
         motif_required = {p.pair_id for p in self.pairs() if p.novelty == MOTIF_REQUIRED}
         return metrics(records, self.baselines(run), motif_required)

@@ -610,6 +610,16 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
 
     # ----------------------------------------------------------------- results
 
+    def find_ledger(self, run_dir: Path) -> Path | None:
+        found = sorted(Path(run_dir).glob(f"*/{UNITS_FILE}"))
+        return found[0] if len(found) == 1 else None
+
+    def paired_outcomes(self, records: Sequence[UnitRecord]) -> dict[str, dict[str, bool]]:
+        out = {"overall.correct": {r.unit_id: r.outcome == "correct" for r in records}}
+        for tier in sorted({r.tier for r in records}):
+            out[f"tier{tier}.correct"] = {r.unit_id: r.outcome == "correct" for r in records if r.tier == tier}
+        return out
+
     def metrics(self, run: ProtocolRun, records: Sequence[UnitRecord]) -> dict[str, Any]:
         from .gate import gate_metrics
 

@@ -283,6 +283,14 @@ class ResProtocol(Protocol[ResUnit, ResRecord]):
     def metrics(self, run: ProtocolRun, records: Sequence[ResRecord]) -> dict[str, Any]:
         return metrics(records)
 
+    def paired_outcomes(self, records: Sequence[ResRecord]) -> dict[str, dict[str, bool]]:
+        out: dict[str, dict[str, bool]] = {}
+        for condition in CONDITIONS:
+            rows = [r for r in records if r.condition == condition]
+            out[f"{condition}.logit_accuracy"] = {r.item_id: r.logit_choice == r.ideal for r in rows}
+            out[f"{condition}.generated_accuracy"] = {r.item_id: r.parsed == r.ideal for r in rows}
+        return out
+
     def summary(self, run: ProtocolRun, records: Sequence[ResRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
         sets = self._sets(run)
         return {

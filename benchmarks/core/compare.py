@@ -1,0 +1,212 @@
+"""``preregbench compare RUN_A RUN_B`` (also ``python -m benchmarks.core.compare``): two runs, unit by unit.
+
+Two finished runs of one protocol on the same fixture sets (the same sha256
+of every set, read from each run's ``provenance.json``; anything else is
+refused with the reason, exit 4) are compared on every per-unit binary
+outcome the protocol declares (:meth:`Protocol.paired_outcomes`): RES's logit
+and generated accuracy per condition, CWR's accuracy per condition, the
+ladder's correct decisions overall and per tier.  For each, over the units
+both runs recorded:
+
+* the 2x2 table of paired outcomes (both right, A only, B only, neither);
+* each run's accuracy and the difference A - B with a 95% paired-difference
+  interval (Newcombe's hybrid score method for paired proportions);
+* the exact McNemar p-value: two-sided, the binomial test of the discordant
+  counts against 1/2 (1 when there are no discordant units).
+
+The table is printed, and ``compare.json`` is written where ``--json`` says
+(default: ``compare.json`` in the current directory; never inside a run
+directory, whose files a manifest freezes).  Exit status 0 when the
+comparison was made, 4 for a usage problem or runs that cannot be compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ._canonical import FileReadError, FileWriteError, atomic_write_json
+from .ledger import LedgerError, read_ledger
+from .provenance import ProvenanceError, read_provenance
+from .stats import binomial_cdf, paired_difference_interval
+
+EXIT_OK, EXIT_USAGE = 0, 4
+
+
+class CompareRefused(ValueError):
+    """Two runs that cannot be compared; the message is one line saying why."""
+
+
+def mcnemar_exact(first_only: int, second_only: int) -> float:
+    """Two-sided exact McNemar p-value: 2 x the smaller binomial tail of the discordant counts at 1/2, capped at 1."""
+    for value in (first_only, second_only):
+        if isinstance(value, bool) or int(value) != value or value < 0:
+            raise ValueError(f"discordant counts must be non-negative integers, got {first_only!r}, {second_only!r}")
+    n = first_only + second_only
+    if n == 0:
+        return 1.0
+    return min(1.0, 2.0 * binomial_cdf(min(first_only, second_only), n, 0.5))
+
+
+@dataclass(frozen=True)
+class PairedMeasure:
+    name: str
+    units: int
+    both: int
+    first_only: int
+    second_only: int
+    neither: int
+
+    def as_dict(self) -> dict[str, Any]:
+        n = self.units
+        interval = paired_difference_interval(self.both, self.first_only, self.second_only, self.neither)
+        return {
+            "measure": self.name,
+            "units": n,
+            "table": {"both": self.both, "a_only": self.first_only, "b_only": self.second_only, "neither": self.neither},
+            "accuracy_a": (self.both + self.first_only) / n,
+            "accuracy_b": (self.both + self.second_only) / n,
+            "difference": interval.estimate,
+            "interval": {"low": interval.low, "high": interval.high, "confidence": interval.confidence,
+                         "method": interval.method},
+            "mcnemar_exact_p": mcnemar_exact(self.first_only, self.second_only),
+        }
+
+
+def paired_table(name: str, a: Mapping[str, bool], b: Mapping[str, bool]) -> PairedMeasure:
+    shared = sorted(set(a) & set(b))
+    cells = [0, 0, 0, 0]
+    for unit in shared:
+        cells[(0 if a[unit] else 2) + (0 if b[unit] else 1)] += 1
+    both, a_only, b_only, neither = cells[0], cells[1], cells[2], cells[3]
+    return PairedMeasure(name, len(shared), both, a_only, b_only, neither)
+
+
+# --------------------------------------------------------------------------- reading runs
+
+
+def _protocol(name: str) -> Any:
+    try:
+        module = importlib.import_module(f"benchmarks.{name}.protocol")
+    except ImportError as exc:
+        raise CompareRefused(f"protocol {name!r} recorded in provenance.json cannot be loaded here ({exc})") from None
+    protocol = getattr(module, "PROTOCOL", None)
+    if protocol is None:
+        raise CompareRefused(f"benchmarks.{name}.protocol defines no PROTOCOL")
+    return protocol
+
+
+def load_run(run_dir: Path) -> tuple[Any, Any, list[Any]]:
+    """(protocol, provenance, records) of a finished run directory; a one-line :class:`CompareRefused` otherwise."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise CompareRefused(f"{run_dir}: no such run directory")
+    try:
+        provenance = read_provenance(run_dir / "provenance.json")
+    except (ProvenanceError, FileReadError) as exc:
+        raise CompareRefused(str(exc)) from None
+    if provenance is None:
+        raise CompareRefused(f"{run_dir}: no provenance.json; not a run directory of the suite")
+    protocol = _protocol(provenance.protocol)
+    ledger = protocol.find_ledger(run_dir)
+    if ledger is None:
+        raise CompareRefused(f"{run_dir}: no ledger of protocol {provenance.protocol!r} found")
+    try:
+        records = read_ledger(ledger, protocol.record_type)
+    except (LedgerError, FileReadError, ValueError) as exc:
+        raise CompareRefused(f"{ledger}: {exc}") from None
+    return protocol, provenance, records
+
+
+def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
+    protocol_a, prov_a, records_a = load_run(run_a)
+    protocol_b, prov_b, records_b = load_run(run_b)
+    if prov_a.protocol != prov_b.protocol:
+        raise CompareRefused(f"the runs are of different protocols ({prov_a.protocol} and {prov_b.protocol})")
+    fix_a, fix_b = dict(prov_a.fixtures_sha256), dict(prov_b.fixtures_sha256)
+    if fix_a != fix_b:
+        names = sorted(set(fix_a) | set(fix_b))
+        differing = [n for n in names if fix_a.get(n) != fix_b.get(n)]
+        first = differing[0]
+        raise CompareRefused(
+            f"the runs used different fixtures: set {first!r} has sha256 {_short(fix_a.get(first))} in A and "
+            f"{_short(fix_b.get(first))} in B; only runs on the same fixture hashes are compared unit by unit")
+    outcomes_a, outcomes_b = protocol_a.paired_outcomes(records_a), protocol_b.paired_outcomes(records_b)
+    if not outcomes_a:
+        raise CompareRefused(f"protocol {prov_a.protocol!r} declares no per-unit outcomes to compare")
+    measures = [paired_table(name, outcomes_a[name], outcomes_b.get(name, {})) for name in outcomes_a]
+    measures = [m for m in measures if m.units]
+    return {
+        "protocol": prov_a.protocol,
+        "run_a": {"run_dir": str(run_a), "run_id": prov_a.run_id, "model": prov_a.model.get("id"),
+                  "revision": prov_a.model.get("revision")},
+        "run_b": {"run_dir": str(run_b), "run_id": prov_b.run_id, "model": prov_b.model.get("id"),
+                  "revision": prov_b.model.get("revision")},
+        "fixtures_sha256": fix_a,
+        "measures": [m.as_dict() for m in measures],
+    }
+
+
+def _short(digest: Any) -> str:
+    return "(absent)" if digest is None else str(digest)[:12]
+
+
+def table(result: Mapping[str, Any]) -> str:
+    head = (f"{result['protocol']}: A = {result['run_a']['run_id']} ({result['run_a']['model']}), "
+            f"B = {result['run_b']['run_id']} ({result['run_b']['model']})")
+    rows = [("measure", "n", "acc A", "acc B", "A - B", "95% interval", "A only", "B only", "McNemar p")]
+    for m in result["measures"]:
+        iv = m["interval"]
+        rows.append((m["measure"], str(m["units"]), f"{m['accuracy_a']:.3f}", f"{m['accuracy_b']:.3f}",
+                     f"{m['difference']:+.3f}", f"[{iv['low']:+.3f}, {iv['high']:+.3f}]",
+                     str(m["table"]["a_only"]), str(m["table"]["b_only"]), _p_text(m["mcnemar_exact_p"])))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [head] + ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
+                      for r in rows]
+    return "\n".join(lines)
+
+
+def _p_text(p: float) -> str:
+    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="preregbench compare",
+                                     description="Compare two runs of one protocol on the same fixtures, unit by unit.")
+    parser.add_argument("run_a", type=Path)
+    parser.add_argument("run_b", type=Path)
+    parser.add_argument("--json", type=Path, default=Path("compare.json"), help="where to write compare.json")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code else EXIT_OK
+    try:
+        result = compare_runs(args.run_a, args.run_b)
+    except CompareRefused as exc:
+        print(f"preregbench compare: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    target = args.json.resolve()
+    for run_dir in (args.run_a, args.run_b):
+        if target.is_relative_to(run_dir.resolve()):
+            print(f"preregbench compare: --json {args.json} lies inside run directory {run_dir}; write it elsewhere",
+                  file=sys.stderr)
+            return EXIT_USAGE
+    print(table(result))
+    try:
+        atomic_write_json(target, result)
+    except (FileWriteError, ValueError, OSError) as exc:
+        print(f"preregbench compare: {target} not written: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"written: {target}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["CompareRefused", "PairedMeasure", "compare_runs", "main", "mcnemar_exact", "paired_table"]
