@@ -11,10 +11,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from benchmarks.core.selfcheck import read_report
 
-from .protocol import HERE, PREREG
+from .protocol import HERE, PREREG, parse_decision
+from .test_parser_fuzz import reference_decision
+from .test_parser_fuzz import rescore as rescore_module
 from .test_protocol_runs import run_ladder
 from .worker import SIMULATED_FLEET
 
@@ -191,3 +195,100 @@ def test_unreadable_probes_are_one_line_and_status_2(tmp_path: Path, damage: str
     status, got, err = rescore(probe)
     assert (status, got) == (2, None)
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- the rescorer's own decision reader
+
+# The suite reads a reply with case-insensitive regex searches; the rescorer with a character scanner of its own
+# (find, fold, skip).  The replies below are built to sit on the edges of the language both are meant to accept.
+
+#: Every character str.isspace() accepts below U+3001, and neighbours that are not spaces.
+_WHITESPACE = [chr(c) for c in range(0x3001) if chr(c).isspace()] + ["\u200b", "\ufeff", "\u180e"]
+_CONTROL = [chr(c) for c in (*range(0x00, 0x20), 0x7f, *range(0x80, 0xa0))]
+#: Letters that look like (or fold to) the ASCII letters of the parser's words.
+_LOOKALIKE = {
+    "a": ["A", "\u0410", "\u0430", "\uff21", "\u0391", "\u00e0", "a\u0301"],
+    "c": ["C", "\u0421", "\u0441", "\u216d", "\uff43"],
+    "d": ["D", "\u216e", "\uff44", "\u0501"],
+    "e": ["E", "\u0415", "\u0435", "\u0395", "\uff45"],
+    "i": ["I", "\u0130", "\u0131", "\u0456", "\u2170", "\uff49"],
+    "j": ["J", "\u0458", "\uff4a"],
+    "k": ["K", "\u212a", "\u043a", "\uff4b"],
+    "n": ["N", "\u0578", "\uff4e"],
+    "o": ["O", "\u041e", "\u043e", "\u03bf", "0", "\uff4f"],
+    "p": ["P", "\u0420", "\u0440", "\u03c1", "\uff50"],
+    "r": ["R", "\u0433", "\uff52"],
+    "s": ["S", "\u017f", "\u0455", "\uff53"],
+    "t": ["T", "\u0422", "\u0442", "\uff54"],
+    "v": ["V", "\u0474", "\u2174", "\uff56"],
+    "h": ["H", "\u04bb", "\uff48"],
+}
+
+
+@st.composite
+def spelled(draw: st.DrawFn, word: str) -> str:
+    """``word`` in any letter case, now and then a letter replaced by a look-alike, dropped or doubled."""
+    out = []
+    for letter in word:
+        roll = draw(st.integers(0, 59))
+        if roll == 0 and letter in _LOOKALIKE:
+            out.append(draw(st.sampled_from(_LOOKALIKE[letter])))
+        elif roll == 1:
+            continue  # a near miss: a letter left out
+        elif roll == 2:
+            out.append(letter * 2)
+        else:
+            out.append(letter.upper() if draw(st.booleans()) else letter)
+    return "".join(out)
+
+
+_GAP = st.one_of(st.sampled_from(["", " ", "**", " **"]),
+                 st.lists(st.sampled_from([" ", "\t", "\n", "*", "_", "~"] + _WHITESPACE + _CONTROL),
+                          max_size=4).map("".join))
+_SEPARATOR = st.one_of(st.sampled_from([":", "=", "-"]),
+                       st.sampled_from(["::", "\u2013", "\u2014", "\uff1a", ";", ".", ""]))
+_SUFFIX = st.one_of(st.sampled_from(["", "d", "D", "ed", "ED", "\n", "."]),
+                    st.sampled_from(["s", "eD", "x", "_", "1", "-ed", "!", "\u0301"]))
+_VERDICT = st.sampled_from(["approve", "reject"]).flatmap(spelled)
+_MARKER = st.builds(lambda m, g1, s, g2, v, x: m + g1 + s + g2 + v + x,
+                    spelled("decision"), _GAP, _SEPARATOR, _GAP, _VERDICT, _SUFFIX)
+_THINK = st.sampled_from(["<think>", "</think>", "<THINK>", "</Think>", "<think", "think>", "< think>", "</ think>"])
+_NOISE = st.one_of(st.text(st.characters(codec=None, categories=None), max_size=6),
+                   st.sampled_from(_CONTROL + _WHITESPACE), st.sampled_from([".", "!", "9" * 25, "é", "ß", "\ud800"]))
+_SEGMENT = st.one_of(_MARKER, _VERDICT, _THINK, _NOISE, _GAP)
+_REPLY = st.one_of(st.lists(_SEGMENT, max_size=8).map("".join),
+                   st.tuples(_GAP, _VERDICT, _SUFFIX, _GAP).map("".join))  # a bare verdict, or a near miss of one
+
+
+@st.composite
+def huge(draw: st.DrawFn) -> str:
+    """One adversarial segment repeated into a reply of tens of thousands of characters, a decision at either end."""
+    piece = draw(st.one_of(_MARKER, _GAP.filter(bool), _THINK, _NOISE.filter(bool)))
+    times = draw(st.integers(1000, 40000 // max(1, len(piece))))
+    head, tail = draw(st.sampled_from(["", "DECISION: APPROVE "])), draw(st.one_of(_MARKER, st.just("")))
+    return head + piece * times + tail
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_REPLY)
+@example("DECISION:\x00APPROVE")
+@example("DECISION\x1c:\x1fREJECT")  # the file/unit separators count as white space for both readers
+@example("DECISION: \u0410PPROVE")  # a Cyrillic A is no A
+@example("\uff24\uff25\uff23\uff29\uff33\uff29\uff2f\uff2e: APPROVE")  # full-width letters are no marker
+@example("DECISION: APPROVE\nDECISION: REJECT")
+@example("DECISION: APPROVED_")
+@example("DECISION:\u2028**\u00a0reject")
+def test_both_decision_readers_accept_the_same_replies(text: str) -> None:
+    """Near misses, odd white space, control characters, look-alike letters and several decisions: the rescorer's
+    scanner, the suite's parser and the regular expressions that define the reply format read each the same."""
+    got = parse_decision(text)
+    assert rescore_module.decision_of(text) == got
+    assert reference_decision(text) == got
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(huge())
+def test_both_decision_readers_agree_on_huge_replies(text: str) -> None:
+    """Replies of up to 40,000 characters of one repeated hostile segment (the regex definition is quadratic on
+    some of them, so only the two linear readers meet here)."""
+    assert rescore_module.decision_of(text) == parse_decision(text)
