@@ -17,6 +17,7 @@ beside this script).  For every record it recomputes, from primitive fields:
   ``A`` when the margin is >= 0;
 * ``parsed``: the decision letter of ``generation`` (its own scan of the text),
   None when the backend reported a ``generation_error``;
+* ``prompt_sha256``: the sha256 of the recorded prompt text;
 * ``fixture_sha256``: the sha256 of the fixture rows in ``fixtures.json``
   against the hash the record was measured under (its ``identity``).
 
@@ -219,6 +220,9 @@ def rescore(run_dir, prereg):
         generation = field(record, "generation", where)
         if not isinstance(generation, str):
             raise Unreadable(f"{where}: generation must be a string")
+        prompt = field(record, "prompt", where)
+        if not isinstance(prompt, str):
+            raise Unreadable(f"{where}: prompt must be a string")
         recorded_hash = (record.get("identity") or {}).get("fixtures", {}).get(set_name)
         mine = {
             "ideal": gold_letter(row),
@@ -226,6 +230,7 @@ def rescore(run_dir, prereg):
             "margin": margin,
             "logit_choice": "A" if margin >= 0 else "B",
             "parsed": None if field(record, "generation_error", where) else decision_letter(generation),
+            "prompt_sha256": hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest(),
             "fixture_sha256": recomputed_hash if recorded_hash is not None else None,
         }
         recorded = {name: record.get(name) for name in mine}

@@ -107,6 +107,8 @@ def test_the_rescorer_agrees_with_a_run_and_names_the_unit_of_every_changed_prim
         ("reply text", lambda d: edit_records(d, "five_factor:10", other_reply), "five_factor:10", {"parsed"}),
         ("reply to prose", lambda d: edit_records(d, "minimal_owner_indexed:20", prose_reply),
          "minimal_owner_indexed:20", {"parsed"}),
+        ("prompt text", lambda d: edit_records(d, "five_factor:17", lambda r: r.update(prompt=r["prompt"] + " ")),
+         "five_factor:17", {"prompt_sha256"}),
         ("five-factor self bit", lambda d: edit_row(d, "five_factor", five, clear_first_set_bit), five_unit,
          {"ideal", "fixture_sha256"}),
         ("minimal self bit", lambda d: edit_row(d, "minimal_owner_indexed", minimal, clear_first_set_bit),
@@ -130,6 +132,8 @@ def test_the_rescorer_agrees_with_a_run_and_names_the_unit_of_every_changed_prim
         for d in got["disagreements"]:
             if d["unit"] == unit and d["field"] != "fixture_sha256":
                 assert d["recorded"] == now[unit][d["field"]] != d["recomputed"], name
+        # Every other unit reads as recorded.
+        assert got["mismatched_items"] == sorted({d["unit"] for d in got["disagreements"]}), name
 
     # A peer bit is a distractor: the gold letters stand, only the fixture hash says the rows changed.
     copy = tmp_path / "peer-bit"
@@ -187,7 +191,7 @@ def test_unreadable_runs_are_one_line_and_status_2(tmp_path: Path, damage: str, 
     row = {"condition": "five_factor", "family_id": "f", "self_bits": [1, 1, 1, 0, 0]}
     record = {"item_id": "five_factor:00", "condition": "five_factor", "index": 0, "family_id": "f", "ideal": "A",
               "label_logits": [1.0, 0.0], "margin": 1.0, "logit_choice": "A", "generation": "A",
-              "generation_error": None, "parsed": "A"}
+              "generation_error": None, "parsed": "A", "prompt": "A or B?"}
     fixtures = {"variant": "preregistered", "sets": {"res-preregistered": {
         "sha256": "", "records": {"five_factor": [row], "minimal_owner_indexed": []}}}}
     lines = [json.dumps(record)]
