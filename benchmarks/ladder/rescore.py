@@ -206,6 +206,8 @@ def probe_episodes(folder):
     for episode in episodes:
         if not isinstance(episode, dict) or not isinstance(episode.get("checks"), list):
             raise Unreadable(f"{path}: an episode without its checks")
+        if any(not isinstance(episode.get(k), int) or isinstance(episode.get(k), bool) for k in ("tier", "index")):
+            raise Unreadable(f"{path}: an episode without an integer tier and index")
         out[(episode.get("tier"), episode.get("index"))] = episode
     return out
 
@@ -292,6 +294,7 @@ def rescore_probe(folder, prereg):
         bucket = counts.setdefault(unit["tier"], {})
         bucket[mine["outcome"]] = bucket.get(mine["outcome"], 0) + 1
     readings.sort(key=lambda r: r[0])
+    measured = {r[0] for r in readings}
     disagreements = [{"unit": unit["unit_id"], "field": name, "recorded": unit.get(name), "recomputed": mine[name]}
                      for _, unit, mine in readings for name in FIELDS if name in mine and unit.get(name) != mine[name]]
 
@@ -330,6 +333,8 @@ def rescore_probe(folder, prereg):
         "clauses": {name[-1]: labels[name] for name in BLOCKS[1:]},
         "disagreements": disagreements,
         "mismatched_units": sorted({d["unit"] for d in disagreements}),
+        "missing_units": [] if episodes is None else [
+            f"t{tier}-{index:03d}" for tier, index in sorted(episodes) if (tier, index) not in measured],
     }
 
 

@@ -77,6 +77,7 @@ def test_the_rescorer_agrees_with_a_probe_and_names_the_unit_of_every_changed_pr
     assert unchanged["classification"] == label
     assert label == report["benchmark"]["protocols"]["ladder"]["classifications"]["gate"]["outcome"]["label"]
     assert unchanged["disagreements"] == [] and unchanged["probes"][0]["ground_truth_from"] == "fixtures.json"
+    assert unchanged["probes"][0]["missing_units"] == []
     assert {f"clause_{c}": v for c, v in unchanged["probes"][0]["clauses"].items()} == {
         k: v for k, v in summary["classifications"].items() if k.startswith("clause_")}
     for key, value in unchanged["metrics"].items():
@@ -146,6 +147,15 @@ def test_the_rescorer_agrees_with_a_probe_and_names_the_unit_of_every_changed_pr
     status, got, _ = rescore(alone)
     assert status == 1 and got["disagreements"] == [
         {"unit": correct[5], "field": "outcome", "recorded": "correct", "recomputed": "wrong"}]
+
+    # A probe cut short is rescored as far as it got, and names the episodes it lacks.
+    copy = tmp_path / "cut"
+    shutil.copytree(run_dir, copy)
+    lines = (copy / probe.name / "units.jsonl").read_text().splitlines()
+    (copy / probe.name / "units.jsonl").write_text("\n".join(lines[:-3]) + "\n")
+    status, got, _ = rescore(copy / probe.name)
+    assert status == 0 and got["probes"][0]["units"] == len(units) - 3
+    assert got["probes"][0]["missing_units"] == sorted(units)[-3:]
 
     # Several changed units are listed in unit order (tier, then index), whatever the ledger's line order.
     copy = tmp_path / "two-units"

@@ -24,7 +24,8 @@ beside this script).  For every record it recomputes, from primitive fields:
 From those alone it recomputes every metric and the classification by the
 preregistered rule order, and prints one JSON object: ``classification``,
 ``metrics``, ``disagreements`` (each recomputed per-unit field that differs
-from the record, in unit order), ``items`` and ``mismatched_items``.  Exit
+from the record, in unit order), ``items``, ``mismatched_items`` and
+``missing_items`` (fixture rows without a record: an unfinished run).  Exit
 status 0 when there is no disagreement, 1 when there is one, 2 (one line on
 stderr) when the run directory or the preregistration cannot be read.
 """
@@ -238,6 +239,7 @@ def rescore(run_dir, prereg):
         readings.append(((order[condition], index), unit, condition, mine, recorded))
 
     readings.sort(key=lambda r: r[0])
+    measured = {r[0] for r in readings}
     disagreements = []
     for _, unit, _, mine, recorded in readings:
         for name, value in mine.items():
@@ -263,6 +265,7 @@ def rescore(run_dir, prereg):
         "fixture_set": set_name,
         "fixture_sha256": recomputed_hash,
         "mismatched_items": sorted({d["unit"] for d in disagreements}),
+        "missing_items": [f"{c}:{i:02d}" for c in CONDITIONS for i in range(len(rows[c])) if (order[c], i) not in measured],
     }
 
 

@@ -77,7 +77,7 @@ def test_the_rescorer_agrees_with_a_run_and_names_the_unit_of_every_changed_prim
     assert (status, err) == (0, "")
     assert unchanged["classification"] == label == "MIXED_GATE_OUTCOME"
     assert unchanged["disagreements"] == [] and unchanged["mismatched_items"] == []
-    assert unchanged["items"] == 64
+    assert unchanged["items"] == 64 and unchanged["missing_items"] == []
     for key, value in unchanged["metrics"].items():
         assert summary["metrics"][key] == pytest.approx(value), key
 
@@ -142,6 +142,15 @@ def test_the_rescorer_agrees_with_a_run_and_names_the_unit_of_every_changed_prim
     status, got, _ = rescore(copy)
     assert status == 1 and {d["field"] for d in got["disagreements"]} == {"fixture_sha256"}
     assert got["classification"] == label
+
+    # A run cut short is rescored as far as it got, and names what it lacks.
+    copy = tmp_path / "cut"
+    shutil.copytree(run_dir, copy)
+    lines = (copy / "records.jsonl").read_text().splitlines()
+    (copy / "records.jsonl").write_text("\n".join(lines[:40]) + "\n")
+    status, got, _ = rescore(copy)
+    assert status == 0 and got["items"] == 40
+    assert got["missing_items"] == [f"minimal_owner_indexed:{i:02d}" for i in range(8, 32)]
 
     # The disagreements are listed in unit order: five-factor items, then minimal items, by index.
     copy = tmp_path / "two-units"
