@@ -1,20 +1,41 @@
 """Independent rescorer for ladder probes.
 
-Usage: python benchmarks/ladder/rescore.py PROBE_DIR [PROBE_DIR ...] [--prereg PATH]
+Usage: python -S -I benchmarks/ladder/rescore.py DIR [DIR ...] [--prereg PATH]
 
-Standard library only; imports nothing from the suite.  Reads each probe's
-``units.jsonl`` and ``metadata.json`` and the preregistration (by default the
-prereg.toml beside this script).  From the primitive fields alone (raw
-response text, error code, ground truth, tier) it re-parses every decision
-(its own reading of the reply, in time linear in its length), re-codes every
-outcome, recounts every tier, recomputes the shares with the preregistered
-numerators and denominators, and decides the gate and the four
-clauses by the preregistered rule order.  Refuses to mix generator v1 with v2
-probes.  Prints JSON; exit status 0 when every re-derived per-unit field equals
-the recorded one, 1 otherwise.
+Each DIR is a probe directory (it holds ``metadata.json`` and ``units.jsonl``)
+or a run directory holding probe directories.  Standard library only; imports
+nothing from the suite.  Reads each probe's ``units.jsonl`` and
+``metadata.json``, the run directory's ``fixtures.json`` beside the probe when
+it holds that probe's episodes, and the preregistration (by default the
+prereg.toml beside this script).  From the primitive fields alone it
+recomputes, per unit:
+
+* ``ground_truth``: ``approve`` when every check of the episode passes, else
+  ``reject`` (from the episode's recorded checks in ``fixtures.json``);
+* ``checks``, ``depth`` and ``episode_sha256``: the episode's number of checks,
+  its declared depth and the sha256 of its canonical fact dictionary;
+* ``decision``: its own reading of the raw reply (a character scanner, in time
+  linear in the reply's length, written apart from the suite's parser),
+  null when the backend reported an error code;
+* ``outcome``: re-coded from the error code, that decision and the ground truth;
+* ``condition`` and ``supervisor``: ``autonomous`` and null, as preregistered;
+
+then recounts every tier, recomputes the shares with the preregistered
+numerators and denominators, and decides the gate and the four clauses by the
+preregistered rule order.  Refuses to mix generator v1 with v2 probes.
+
+Prints one JSON object.  For one probe: ``classification`` (the gate label),
+``metrics``, ``disagreements`` (every recomputed per-unit field that differs
+from the record, in unit order) and the probe's full reading under
+``probes``.  For several: ``classification`` null, ``classifications``
+(probe -> gate label), metrics as ``<probe>/<metric>`` and disagreements
+with ``unit`` as ``<probe>/<unit id>``.  Exit status 0 when there is no
+disagreement, 1 when there is one, 2 (one line on stderr) when an input
+cannot be read.
 """
 
 import argparse
+import hashlib
 import json
 import operator
 import sys
@@ -105,6 +126,15 @@ def decision_of(text):
     return None
 
 
+class Unreadable(Exception):
+    """A probe, its run's fixtures or the preregistration cannot be read."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise Unreadable(f"usage: rescore.py DIR [DIR ...] [--prereg PATH]: {message}")
+
+
 def outcome_of(error_code, decision, truth):
     if error_code == "timeout":
         return "timeout"
@@ -115,11 +145,78 @@ def outcome_of(error_code, decision, truth):
     return "correct" if decision == truth else "wrong"
 
 
+def read_json(path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise Unreadable(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise Unreadable(f"{path}: not readable JSON ({exc})") from None
+
+
 def read_units(path):
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise Unreadable(f"{path}: no such file; is this a probe directory?") from None
+    except OSError as exc:
+        raise Unreadable(f"{path}: cannot be read ({exc})") from None
     if raw and not raw.endswith(b"\n"):
-        sys.exit(f"{path}: the last line is torn; resume the probe before rescoring it")
-    return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+        raise Unreadable(f"{path}: the last line is torn; resume the probe before rescoring it")
+    try:
+        lines = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise Unreadable(f"{path}: not UTF-8 ({exc})") from None
+    units = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            unit = json.loads(line)
+        except ValueError as exc:
+            raise Unreadable(f"{path}: line {number} is not JSON ({exc})") from None
+        if not isinstance(unit, dict):
+            raise Unreadable(f"{path}: line {number} is not a JSON object")
+        units.append(unit)
+    return units
+
+
+def canonical_sha256(value):
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def probe_episodes(folder):
+    """(tier, index) -> episode record from the run directory's fixtures.json, when it holds this probe's
+    episodes; None when the probe stands alone (its ground truths are then read as recorded)."""
+    path = folder.parent / "fixtures.json"
+    if not path.is_file():
+        return None
+    stored = read_json(path)
+    if not isinstance(stored, dict) or stored.get("probe") != folder.name:
+        return None
+    sets = stored.get("sets")
+    if not isinstance(sets, dict) or len(sets) != 1:
+        raise Unreadable(f"{path}: expected the one fixture set of probe {folder.name}")
+    [entry] = sets.values()
+    episodes = entry.get("records", {}).get("episodes") if isinstance(entry, dict) else None
+    if not isinstance(episodes, list):
+        raise Unreadable(f"{path}: the fixture set holds no episode list")
+    out = {}
+    for episode in episodes:
+        if not isinstance(episode, dict) or not isinstance(episode.get("checks"), list):
+            raise Unreadable(f"{path}: an episode without its checks")
+        if any(not isinstance(episode.get(k), int) or isinstance(episode.get(k), bool) for k in ("tier", "index")):
+            raise Unreadable(f"{path}: an episode without an integer tier and index")
+        out[(episode.get("tier"), episode.get("index"))] = episode
+    return out
+
+
+def truth_of(checks):
+    """The evaluator's verdict from the checks: approve only when every one passes."""
+    if any(not isinstance(c, dict) or not isinstance(c.get("passes"), bool) for c in checks):
+        raise Unreadable("fixtures.json: every check needs a true/false 'passes'")
+    return "approve" if all(c["passes"] for c in checks) else "reject"
 
 
 def ratio(counts, numerator, denominator):
@@ -151,22 +248,55 @@ def decide(block, thresholds, values):
     return block.get("passing")
 
 
+#: Per-unit fields recomputed, in the order a unit's disagreements are listed.
+FIELDS = ("ground_truth", "checks", "depth", "episode_sha256", "decision", "outcome", "condition", "supervisor")
+
+
+def reread_unit(unit, episode, condition):
+    """The recomputed value of every field in FIELDS that this unit's primitives determine."""
+    error_code = unit["error_code"]
+    mine = {}
+    if episode is not None:
+        mine["ground_truth"] = truth_of(episode["checks"])
+        mine["checks"] = len(episode["checks"])
+        mine["depth"] = episode.get("depth")
+        mine["episode_sha256"] = canonical_sha256(episode.get("facts"))
+    truth = mine.get("ground_truth", unit["ground_truth"])
+    text = unit["response_text"]
+    if not isinstance(text, str):
+        raise Unreadable(f"unit {unit.get('unit_id')!r}: response_text must be a string")
+    mine["decision"] = None if error_code else decision_of(text)
+    mine["outcome"] = outcome_of(error_code, mine["decision"], truth)
+    mine["condition"] = condition
+    mine["supervisor"] = None
+    return mine
+
+
 def rescore_probe(folder, prereg):
     shares = prereg["shares"]
     thresholds = prereg["thresholds"]
-    meta = json.loads((folder / "metadata.json").read_text(encoding="utf-8"))
+    condition = prereg.get("probe", {}).get("condition", "autonomous")
+    meta = read_json(folder / "metadata.json")
+    if not isinstance(meta, dict) or "generator_variant" not in meta:
+        raise Unreadable(f"{folder / 'metadata.json'}: not a probe's metadata (no generator_variant)")
     units = read_units(folder / "units.jsonl")
-    mismatched = []
+    episodes = probe_episodes(folder)
+    readings = []
     counts = {t: {} for t in TIERS}
     for unit in units:
-        decision = None if unit["error_code"] else decision_of(unit["response_text"])
-        outcome = outcome_of(unit["error_code"], decision, unit["ground_truth"])
-        if decision != unit["decision"] or outcome != unit["outcome"]:
-            mismatched.append(unit["unit_id"])
-        if unit["condition"] != "autonomous" or unit["supervisor"] is not None:
-            mismatched.append(unit["unit_id"])
+        episode = None
+        if episodes is not None:
+            episode = episodes.get((unit["tier"], unit["episode_index"]))
+            if episode is None:
+                raise Unreadable(f"{folder.parent / 'fixtures.json'}: no episode for unit {unit['unit_id']!r}")
+        mine = reread_unit(unit, episode, condition)
+        readings.append(((unit["tier"], unit["episode_index"]), unit, mine))
         bucket = counts.setdefault(unit["tier"], {})
-        bucket[outcome] = bucket.get(outcome, 0) + 1
+        bucket[mine["outcome"]] = bucket.get(mine["outcome"], 0) + 1
+    readings.sort(key=lambda r: r[0])
+    measured = {r[0] for r in readings}
+    disagreements = [{"unit": unit["unit_id"], "field": name, "recorded": unit.get(name), "recomputed": mine[name]}
+                     for _, unit, mine in readings for name in FIELDS if name in mine and unit.get(name) != mine[name]]
 
     def pool(tiers):
         out = {}
@@ -192,30 +322,73 @@ def rescore_probe(folder, prereg):
     return {
         "probe": folder.name,
         "variant": meta["generator_variant"],
-        "rung": meta["rung"],
-        "state": meta["generator_state"],
-        "seed": meta["seed"],
+        "rung": meta.get("rung"),
+        "state": meta.get("generator_state"),
+        "seed": meta.get("seed"),
         "units": len(units),
+        "ground_truth_from": "fixtures.json" if episodes is not None else "units.jsonl",
         "counts": {str(t): counts[t] for t in TIERS},
         "metrics": values,
         "gate": labels["gate"],
         "clauses": {name[-1]: labels[name] for name in BLOCKS[1:]},
-        "mismatched_units": sorted(set(mismatched)),
+        "disagreements": disagreements,
+        "mismatched_units": sorted({d["unit"] for d in disagreements}),
+        "missing_units": [] if episodes is None else [
+            f"t{tier}-{index:03d}" for tier, index in sorted(episodes) if (tier, index) not in measured],
+    }
+
+
+def probe_folders(folder):
+    """The probe directories a command-line DIR names: itself, or the probe directories inside a run directory."""
+    if (folder / "metadata.json").is_file():
+        return [folder]
+    if not folder.is_dir():
+        raise Unreadable(f"{folder}: not a directory; give a probe directory or a ladder run directory")
+    found = sorted(p.parent for p in folder.glob("*/metadata.json"))
+    if not found:
+        raise Unreadable(f"{folder}: holds no probe directory (no */metadata.json)")
+    return found
+
+
+def report_of(results):
+    if len(results) == 1:
+        [only] = results
+        return {"classification": only["gate"], "metrics": only["metrics"],
+                "disagreements": only["disagreements"], "probes": results}
+    return {
+        "classification": None,
+        "classifications": {r["probe"]: r["gate"] for r in results},
+        "metrics": {f"{r['probe']}/{k}": v for r in results for k, v in r["metrics"].items()},
+        "disagreements": [{**d, "unit": f"{r['probe']}/{d['unit']}"} for r in results for d in r["disagreements"]],
+        "probes": results,
     }
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Recompute ladder probe gates from their ledgers.")
-    parser.add_argument("probe_dirs", nargs="+", type=Path)
-    parser.add_argument("--prereg", type=Path, default=Path(__file__).resolve().parent / "prereg.toml")
-    args = parser.parse_args(argv)
-    prereg = tomllib.loads(args.prereg.read_text(encoding="utf-8"))
-    results = [rescore_probe(folder, prereg) for folder in args.probe_dirs]
-    variants = sorted({r["variant"] for r in results})
-    if len(variants) > 1:
-        sys.exit("refusing to pool generator v1 with v2 probes; rescore each variant separately")
-    print(json.dumps({"probes": results}, indent=2, sort_keys=True))
-    return 0 if not any(r["mismatched_units"] for r in results) else 1
+    try:
+        parser = Parser(description="Recompute ladder probe gates from the primitive fields of their ledgers.")
+        parser.add_argument("dirs", nargs="+", type=Path)
+        parser.add_argument("--prereg", type=Path, default=Path(__file__).resolve().parent / "prereg.toml")
+        args = parser.parse_args(argv)
+        try:
+            prereg = tomllib.loads(args.prereg.read_text(encoding="utf-8"))
+            for name in (*BLOCKS, "shares", "thresholds"):
+                prereg[name]
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError) as exc:
+            raise Unreadable(f"{args.prereg}: not a readable ladder preregistration ({exc!r})") from None
+        folders = [probe for folder in args.dirs for probe in probe_folders(folder)]
+        results = [rescore_probe(folder, prereg) for folder in folders]
+        if len({r["variant"] for r in results}) > 1:
+            raise Unreadable("refusing to pool generator v1 with v2 probes; rescore each variant separately")
+    except Unreadable as exc:
+        print(f"rescore.py: {exc}", file=sys.stderr)
+        return 2
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        print(f"rescore.py: a probe's files do not have the ladder record layout ({exc!r})", file=sys.stderr)
+        return 2
+    report = report_of(results)
+    print(json.dumps(report, indent=2, sort_keys=True))
+    return 0 if not report["disagreements"] else 1
 
 
 if __name__ == "__main__":
