@@ -33,7 +33,7 @@ from .instrument import GateRow, instrument_verdict
 from .protocol import CLAUSES, GATE, INSTRUMENT, PREREG, TIERS, UnitRecord, episode_key, probe_episodes
 
 SEED = 20261201
-SEARCH = 20000  # probe candidates at most; the search stops once every label has a witness
+SEARCH = 5000  # probe candidates at most; the search stops once every label has a witness
 PROBE = PREREG.values.probe
 STATE = get_state(PROBE.state)
 EPISODES = probe_episodes(STATE, PROBE.seed, PROBE.units_per_tier)
