@@ -141,3 +141,16 @@ def test_command_line(capsys):
     with pytest.raises(SystemExit):
         design.main(["pzombie", "--simulations", "0"])
     assert "--simulations must be a positive count" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("protocol", ["ladder", "res"])
+def test_readme_holds_the_printed_tables(protocol):
+    """The exact tables in the protocol README's "Planned power" section are what the script prints now."""
+    from benchmarks.core.rundir import SUITE_ROOT
+
+    readme = (SUITE_ROOT / "benchmarks" / protocol / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Planned power", 1)[1].split("\n## ", 1)[0]
+    for table in design.protocol_tables(protocol):
+        assert table.markdown() in section, (
+            f"benchmarks/{protocol}/README.md: the 'Planned power' table {table.title!r} differs from "
+            f"`python -m benchmarks.core.design {protocol}`; paste its output into the section")
