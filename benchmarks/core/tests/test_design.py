@@ -108,6 +108,17 @@ def test_cwr_interval_is_a_parameter():
         design.load_interval("benchmarks.core.stats:no_such_interval")
 
 
+def test_cwr_simulation_goes_through_the_protocols_metrics():
+    # F always valid, C never: every table is (0, 24, 0, 0), a deficit of 1 that any interval supports
+    (table,) = design.cwr_simulated_tables((1.0,), c_validity=0.0, simulations=20, seed=3)
+    got = dict(zip(table.header[2:], map(float, table.rows[0][2:])))
+    assert got["RECOMBINATION_DEFICIT_SUPPORTED"] == 1.0
+    assert "24 pairs" in table.title and "20 simulations per row, seed 3" in table.title
+    again = design.cwr_simulated_tables((0.2,), simulations=30, seed=3)[0].rows
+    assert again == design.cwr_simulated_tables((0.2,), simulations=30, seed=3)[0].rows
+    assert sum(map(float, again[0][2:])) == pytest.approx(1.0, abs=5e-4)  # four-decimal rounding
+
+
 def test_pzombie_simulation_matches_the_noncentral_f_power():
     simulations = 600
     eta_table, token_table = design.pzombie_tables(etas=(0.0, 0.10), r2s=(0.0,), simulations=simulations, seed=11)
@@ -141,6 +152,9 @@ def test_command_line(capsys):
     with pytest.raises(SystemExit):
         design.main(["pzombie", "--simulations", "0"])
     assert "--simulations must be a positive count" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        design.main(["res", "--simulate"])
+    assert "--simulate applies to cwr only" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("protocol", ["ladder", "res"])
