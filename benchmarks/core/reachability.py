@@ -54,7 +54,7 @@ class Reachability(Generic[T]):
     witness_metrics: dict[str, dict[str, float]]  # label -> the finite metrics of that witness
     searched: int  # candidates fed through the metrics
     undecided: int  # candidates on which a rule read an undefined metric
-    exhaustive: bool  # whether the candidates enumerate the whole data space
+    exhausted: bool  # the candidates enumerate the whole data space and every one was searched
     problems: dict[str, str] = field(default_factory=dict)  # first undecided reason, for the message
 
     @property
@@ -66,7 +66,7 @@ class Reachability(Generic[T]):
         missing = self.unreachable
         if not missing:
             return f"{self.classification}: every label reached at {self.size}"
-        how = (f"no data set of that size decides it (all {self.searched} enumerated)" if self.exhaustive
+        how = (f"no data set of that size decides it (all {self.searched} enumerated)" if self.exhausted
                else f"not decided by any of {self.searched} searched data sets")
         names = ", ".join(missing)
         plural = "labels" if len(missing) > 1 else "label"
