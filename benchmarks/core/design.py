@@ -52,7 +52,8 @@ def binomial_pmf(n: int, p: float) -> list[float]:
         return [1.0 if k == (0 if p == 0.0 else n) else 0.0 for k in range(n + 1)]
     out = []
     for k in range(n + 1):
-        log = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(p) + (n - k) * math.log1p(-p)
+        log = (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+               + k * math.log(p) + (n - k) * math.log1p(-p))
         out.append(math.exp(log))
     return out
 
@@ -129,15 +130,20 @@ def res_tables(accuracies: Sequence[float] = RES_ACCURACIES) -> list[Table]:
         clears = {c: math.fsum(pr for k, pr in enumerate(pmfs[c]) if k / sizes[c] >= threshold) for c in CONDITIONS}
         need = {c: math.ceil(threshold * sizes[c] - 1e-9) for c in CONDITIONS}
         single.append((f"{p:.2f}", *(f"{_p(clears[c])} (>= {need[c]}/{sizes[c]})" for c in CONDITIONS)))
-        marginals = {m: [(k / sizes[m.split('.')[0]], pr) for k, pr in enumerate(pmfs[m.split('.')[0]])] for m in metrics}
+        marginals = {}
+        for m in metrics:
+            condition = m.split(".")[0]
+            marginals[m] = [(k / sizes[condition], pr) for k, pr in enumerate(pmfs[condition])]
         dist = outcome_distribution(GATE, marginals, coverage)
         gate.append((f"{p:.2f}", *(_p(dist[label]) for label in outcome_labels(GATE))))
     return [
         Table(f"RES: one accuracy at or above {threshold:g}",
-              f"P[X/n >= {threshold:g}] for X ~ Binomial(n, true accuracy), n = {', '.join(f'{n} ({c})' for c, n in sizes.items())}.",
+              f"P[X/n >= {threshold:g}] for X ~ Binomial(n, true accuracy), "
+              f"n = {', '.join(f'{n} ({c})' for c, n in sizes.items())}.",
               ("true accuracy", *(f"P(clears), {c}" for c in CONDITIONS)), tuple(single)),
         Table("RES: gate outcome when all four accuracies share the true accuracy",
-              "The logit and generated accuracies of both conditions are independent Binomial(n, p) / n with the same p; "
+              "The logit and generated accuracies of both conditions are independent Binomial(n, p) / n with the "
+              "same p; "
               "every generation parsed (coverage 1), so GENERATION_RESPONSE_UNPARSEABLE cannot occur. Exact sums.",
               ("true accuracy", *outcome_labels(GATE)), tuple(gate)),
     ]
@@ -165,7 +171,8 @@ def ladder_tables(errors: Sequence[float] = LADDER_ERRORS) -> list[Table]:
         dist = outcome_distribution(CLAUSES["a"], {"overall_error": [(k / n, p) for k, p in enumerate(pmf)]})
         a_rows.append((f"{100 * e:g}%", _p(dist[CLAUSES["a"].passing]), _p(below), _p(above)))
         m45 = per_tier * len(tiers45)
-        b = outcome_distribution(CLAUSES["b"], {"tier45_error": [(k / m45, p) for k, p in enumerate(binomial_pmf(m45, e))]})
+        b = outcome_distribution(CLAUSES["b"],
+                                 {"tier45_error": [(k / m45, p) for k, p in enumerate(binomial_pmf(m45, e))]})
         tier_clears = math.fsum(p for k, p in enumerate(binomial_pmf(per_tier, e)) if k / per_tier >= floor)
         at_floor = [(float(j), p) for j, p in enumerate(binomial_pmf(len(TIERS), tier_clears))]
         c = outcome_distribution(CLAUSES["c"], {"tiers_at_floor": at_floor}, {"gradient_applies": 1.0})
@@ -179,7 +186,8 @@ def ladder_tables(errors: Sequence[float] = LADDER_ERRORS) -> list[Table]:
               f"Clause (b) pools tiers {', '.join(map(str, tiers45))} ({per_tier * len(tiers45)} units); clause (c) "
               f"counts tiers whose {per_tier}-unit error reaches {100 * floor:g}%, the tiers independent "
               "(a v2 probe, so the gradient clause applies).",
-              ("true error", "P(B at floor)", f"P(one tier >= {100 * floor:g}%)", "P(C gradient held)"), tuple(bc_rows)),
+              ("true error", "P(B at floor)", f"P(one tier >= {100 * floor:g}%)", "P(C gradient held)"),
+              tuple(bc_rows)),
     ]
 
 
@@ -427,7 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     tables = protocol_tables(args.protocol, interval=interval, simulations=args.simulations, seed=args.seed,
                              simulate=args.simulate)
-    print(f"Planned power, {args.protocol}: `python -m benchmarks.core.design {' '.join(sys.argv[1:] if argv is None else argv)}`")
+    given = " ".join(sys.argv[1:] if argv is None else argv)
+    print(f"Planned power, {args.protocol}: `python -m benchmarks.core.design {given}`")
     for table in tables:
         print()
         print(table.markdown())

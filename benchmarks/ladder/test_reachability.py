@@ -121,7 +121,7 @@ def round_metrics(rows):
 
 @pytest.mark.parametrize("label", outcome_labels(INSTRUMENT))
 def test_instrument_label_reachable_from_planned_probes(label):
-    found = reachability(INSTRUMENT, rounds(), round_metrics,
-                         size=f"{len(ROUNDS)} rounds of {len(FLEET)} probes of {SIZE}", exhaustive=True)[INSTRUMENT.name]
+    size = f"{len(ROUNDS)} rounds of {len(FLEET)} probes of {SIZE}"
+    found = reachability(INSTRUMENT, rounds(), round_metrics, size=size, exhaustive=True)[INSTRUMENT.name]
     assert label in found.witnesses, found.message()
     assert instrument_verdict(found.witnesses[label], FLEET).label == label
