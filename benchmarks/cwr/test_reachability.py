@@ -1,0 +1,92 @@
+"""Every CWR classification label is reachable at the planned design: the registered P/R/E items and the
+8 showcase pairs with their replicas (24 F/C pairs).
+
+A seeded search draws how many P items are answered right, an F and a C
+validity rate from which each pair's two sides are drawn, the R and E
+accuracies, and the copy baseline's count of flagged pairs, builds the
+records of every unit of the preregistered design with those outcomes, and
+feeds them through the protocol's metric function (so the F - C interval is
+whatever interval the protocol computes) and the compiled classification
+(``benchmarks.core.reachability``).
+"""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+import pytest
+
+from benchmarks.core.reachability import outcome_labels, reachability, seeded
+from fixtures import FIXTURE_SETS
+
+from .pairs import MOTIF_REQUIRED
+from .protocol import GATE, PREREG, SYNTHESIS_CONDITIONS, CwrRecord, build_units, metrics, run_pairs
+
+SEED = 20261201
+SEARCH = 4000  # candidates at most; the search stops once every label has a witness
+
+PAIRS = run_pairs()
+UNITS = build_units(FIXTURE_SETS[PREREG.values.measurement.fixture_set](), PAIRS, None)
+MOTIF = {p.pair_id for p in PAIRS if p.novelty == MOTIF_REQUIRED}
+BASES = sorted({p.pair_id.split("~")[0] for p in PAIRS})
+COUNTS = {c: sum(u.condition == c for u in UNITS) for c in ("P", "R", "E", "F", "C")}
+SIZE = (f"{len(BASES)} showcase pairs x {PREREG.values.measurement.replicas_per_pair} replicas "
+        f"({COUNTS['F']} F/C pairs) and {COUNTS['P']} P items")
+
+
+def _record(unit, correct: bool) -> CwrRecord:
+    synthesis = unit.condition in SYNTHESIS_CONDITIONS
+    return CwrRecord(
+        item_id=unit.item_id, condition=unit.condition, kind=unit.kind, pair_id=unit.pair_id,
+        world_ref=unit.world_ref, family=unit.family, prompt="", prompt_sha256="", prompt_tokens=None,
+        max_new_tokens=1, generation="", generation_tokens=0, finish_reason="stop", generation_error=None,
+        parse_status="ok", parsed=unit.expected if correct else None, expected=unit.expected,
+        check_status=("VALID" if correct else "INVALID") if synthesis else None,
+        check_reason=None if correct or not synthesis else "synthetic", check_failing_step=None,
+        correct=correct, context=unit.context,
+    )
+
+
+RECORDS = {(u.item_id, flag): _record(u, flag) for u in UNITS for flag in (True, False)}
+
+
+def draw(rng: random.Random) -> tuple[tuple[CwrRecord, ...], dict]:
+    p_right = set(rng.sample(range(COUNTS["P"]), rng.randint(0, COUNTS["P"])))
+    rates = {"F": rng.random(), "C": rng.random(), "R": rng.random(), "E": rng.random()}
+    out, p_index = [], 0
+    for u in UNITS:
+        if u.condition == "P":
+            flag = p_index in p_right
+            p_index += 1
+        else:
+            flag = rng.random() < rates[u.condition]
+        out.append(RECORDS[(u.item_id, flag)])
+    flagged = 0 if rng.random() < 0.5 else rng.randint(1, len(PAIRS))
+    return tuple(out), {"copy_flagged_pairs": flagged}
+
+
+def candidate_metrics(candidate):
+    records, baselines = candidate
+    return metrics(records, baselines, MOTIF)
+
+
+@lru_cache(maxsize=1)
+def search():
+    return reachability(GATE, seeded(draw, seed=SEED, count=SEARCH), candidate_metrics, size=SIZE)[GATE.name]
+
+
+def test_planned_design():
+    assert len(BASES) == 8 and PREREG.values.measurement.replicas_per_pair == 3
+    assert COUNTS["F"] == COUNTS["C"] == len(PAIRS) == 24
+
+
+@pytest.mark.parametrize("label", outcome_labels(GATE))
+def test_label_reachable_at_planned_size(label):
+    found = search()
+    assert label in found.witnesses, found.message()
+    records, baselines = found.witnesses[label]
+    assert len(records) == len(UNITS)
+    measured = {k: float(v) for k, v in candidate_metrics((records, baselines)).items()
+                if isinstance(v, (int, float)) and v == v}
+    assert GATE.evaluate(measured).label == label
