@@ -12,6 +12,7 @@ from benchmarks.core import canonical_json
 from fixtures.cwr import build_cwr_items
 
 from .baselines import pair_baselines
+from .grading import GRADING_FILE, write_grading
 from .protocol import GATE, HERE, PREREG, CwrRecord, build_units, finite, make_record, metrics, run_pairs
 from .scripted import AnswerKey
 
@@ -33,7 +34,9 @@ def _response(text: str, error: str | None = None):
 
 def _write_run(tmp_path: Path) -> tuple[Path, list]:
     pairs = run_pairs()
-    units = build_units(build_cwr_items(), pairs, None)
+    items = build_cwr_items()
+    units = build_units(items, pairs, None)
+    (tmp_path / GRADING_FILE).write_text(json.dumps(write_grading(tmp_path, units, items, pairs)))
     key = AnswerKey()
     for unit in units:
         key.add(unit.item_id, unit)
