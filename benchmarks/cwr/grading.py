@@ -11,9 +11,10 @@
 
 The index holds, per file, its sha256; per unit, the world file and the inputs
 its expected answer follows from (P: the legal prefix, the probe and the kind;
-R: the handbook artifacts; E: the candidate); per pair side measured, the
+R: the handbook artifacts; E: the candidate); per pair side, the
 target world file and every demonstration (source world file and steps), which
-the rescorer's copy baseline reads.
+the rescorer's copy baseline reads, for every pair of the run (a reduced pass
+measures some of them; the copy gate reads all).
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class _Files:
         return name
 
 
+def _target_raw(side: Any) -> dict[str, Any]:
+    return {k: v for k, v in side.target_raw.items() if k != "examples"}
+
+
 def _unit_inputs(condition: str, item: Mapping[str, Any]) -> dict[str, Any]:
     if condition == "P":
         return {"kind": item["kind"], "prefix": list(item["prefix"]), "probe": item["probe"]}
@@ -83,13 +88,17 @@ def grading_material(units: Sequence[Any], items: Mapping[str, Sequence[Mapping[
             entry = {"world": files.add(unit.world_ref, raw), **_unit_inputs(unit.condition, by_id[unit.item_id])}
         else:
             side = pair_by_id[unit.pair_id].side(unit.condition)
-            raw = {k: v for k, v in side.target_raw.items() if k != "examples"}
-            entry = {"world": files.add(unit.world_ref, raw)}
-            demos = [{"world": files.add(f"demo:{unit.pair_id}:{unit.condition}:{i}", demo.source_raw),
-                      "steps": list(demo.steps)} for i, demo in enumerate(side.demonstrations)]
-            index_pairs.setdefault(unit.pair_id, {})[unit.condition] = {"unit": unit.item_id, "target": entry["world"],
-                                                                      "demonstrations": demos}
+            entry = {"world": files.add(unit.world_ref, _target_raw(side))}
         index_units[unit.item_id] = entry
+    for pair in pairs:  # every pair of the run, measured or not: the copy gate reads them all
+        for condition in ("F", "C"):
+            side = pair.side(condition)
+            demos = [{"world": files.add(f"demo:{pair.pair_id}:{condition}:{i}", demo.source_raw),
+                      "steps": list(demo.steps)} for i, demo in enumerate(side.demonstrations)]
+            index_pairs.setdefault(pair.pair_id, {})[condition] = {
+                "unit": f"{condition}:{pair.pair_id}",
+                "target": files.add(f"pair:{pair.pair_id}:{condition}", _target_raw(side)),
+                "demonstrations": demos}
     texts = dict(files.texts)
     texts[REFERENCE_FILE] = REFERENCE_SOURCE.read_text(encoding="utf-8")
     index = {

@@ -1,19 +1,40 @@
 """Independent rescorer for a Fiction-CWR run.
 
-Usage: python benchmarks/cwr/rescore.py RUN_DIR [--prereg PATH]
+Usage: python -S -I benchmarks/cwr/rescore.py RUN_DIR [--prereg PATH]
 
-Reads only RUN_DIR/records.jsonl, RUN_DIR/baselines.json and the
-preregistration (by default the prereg.toml beside this script), uses the
-standard library only and nothing from the suite.  From each record's
-primitive fields it recomputes: the parse status and parsed answer of every
-unit (its own reading of the reply formats: the P, R and E answers and the
-F/C artifact extraction, each in time linear in the reply's length); for
-P, R and E the exact match with the recorded expected answer; for F and C
-exact validity from the checker status stored with the record.  Then the metrics the rules read, E accuracy split by the
-context the E prompt showed (``E_C``, ``E_F``, ``E_none``, from each
-record's ``context``), the paired F - C interval (Newcombe's hybrid score,
-written out here), and the classification by the preregistered rule order.  Prints JSON; exit status 0
-when every recomputed per-unit field equals the recorded one, 1 otherwise.
+Reads only the run directory (``records.jsonl``, ``baselines.json``,
+``grading.json`` and the files under ``grading/``) and the preregistration
+(by default the prereg.toml beside this script); uses the standard library
+only and imports nothing from the suite.  Grading goes through the reference
+interpreter the run copied into ``grading/reference.py`` (written apart from
+the suite's checker), loaded by path, applied to the world files the units
+were graded against.  From each record's primitive fields it recomputes:
+
+* the parse status and parsed answer (its own reading of the reply formats
+  and of the F/C artifact extraction, in time linear in the reply's length);
+* F/C: the checker verdict (status, reason, first failing step) of the
+  extracted artifact on the unit's target world, and exact validity;
+* P/R/E: the expected answer, from the unit's world and inputs in
+  ``grading.json`` (P: legal prefix and probe; R: the handbook; E: the
+  candidate), and the exact match;
+* the sha256 of each world file against the one ``grading.json`` records;
+* per pair side, the copy baseline: each demonstration and every contiguous
+  window of it, verbatim (the interpreter), renamed (equal motif signature,
+  its own dependency relation and canonical form) or relabelled one-to-one
+  onto a bounded target solution (its own enumeration), compared with the
+  flag in ``baselines.json``.
+
+Then the metrics the rules read (the copy gate from its own copy baseline),
+E accuracy by context, the paired F - C interval (Newcombe's hybrid score,
+written out here) and the classification by the preregistered rule order.
+
+Prints one JSON object: ``classification``, ``metrics``, ``disagreements``
+(in ledger order, ``{"unit", "field", "recorded", "recomputed"}`` for every
+recomputed per-unit field that differs; the copy-baseline flag is reported on
+the side's unit, ``F:<pair>`` or ``C:<pair>``), ``mismatched_units``,
+``copy_flagged``, ``units``.  Exit status 0 when ``disagreements`` is empty,
+1 when it is not, 2 (one line on stderr) when an input is missing or
+malformed.
 """
 
 import argparse
