@@ -29,7 +29,7 @@ E accuracy by context, the paired F - C interval (Newcombe's hybrid score,
 written out here) and the classification by the preregistered rule order.
 
 Prints one JSON object: ``classification``, ``metrics``, ``disagreements``
-(in ledger order, ``{"unit", "field", "recorded", "recomputed"}`` for every
+(in unit order, that of the ledger, ``{"unit", "field", "recorded", "recomputed"}`` for every
 recomputed per-unit field that differs; the copy-baseline flag is reported on
 the side's unit, ``F:<pair>`` or ``C:<pair>``), ``mismatched_units``,
 ``copy_flagged``, ``units``.  Exit status 0 when ``disagreements`` is empty,
@@ -638,6 +638,8 @@ def rescore(run_dir, prereg):
         values.update({"deficit.estimate": estimate, "deficit.lower": low, "deficit.upper": high})
     values["baselines.copy_flagged_pairs"] = len(flagged)
 
+    position = {record["item_id"]: number for number, record in enumerate(records)}
+    disagreements.sort(key=lambda d: position.get(d["unit"], len(records)))  # unit (ledger) order; stable
     report = {"units": len(records), "metrics": values, "disagreements": disagreements,
               "mismatched_units": sorted({d["unit"] for d in disagreements}),
               "copy_flagged": sorted(flagged)}
