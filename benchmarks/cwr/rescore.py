@@ -17,6 +17,8 @@ were graded against.  From each record's primitive fields it recomputes:
 * P/R/E: the expected answer, from the unit's world and inputs in
   ``grading.json`` (P: legal prefix and probe; R: the handbook; E: the
   candidate), and the exact match;
+* P/R/E: that the recorded prompt shows the inputs ``grading.json`` holds
+  (``inputs_in_prompt``);
 * the sha256 of each world file against the one ``grading.json`` records;
 * per pair side, the copy baseline: each demonstration and every contiguous
   window of it, verbatim (the interpreter), renamed (equal motif signature,
@@ -378,6 +380,15 @@ class Grader:
         return {"verdict": "LEGAL", "goal": self.goal_holds(raw, result.state),
                 "state": self.describe(raw, result.state)}
 
+    @staticmethod
+    def shown(condition, entry, prompt):
+        """Whether the prompt the model saw shows the unit's inputs (P probe, R artifacts, E candidate) as written."""
+        if condition == "P":
+            return f"PROBE STEP\n{entry['probe']}\n" in prompt
+        if condition == "R":
+            return all(f"[{e['id']}]\n" + "".join(s + "\n" for s in e["steps"]) in prompt for e in entry["handbook"])
+        return "".join(f"{i}. {s}\n" for i, s in enumerate(entry["candidate"], start=1)) in prompt
+
     def check(self, name, artifact):
         """(status, reason, failing step) of an artifact on a target world."""
         result = self.replay(name, artifact)
@@ -594,6 +605,8 @@ def rescore(run_dir, prereg):
                 differ(unit, field, record[field], value)
             ok = verdict[0] == "VALID"
         else:
+            if not grader.shown(condition, entry, record["prompt"]):
+                differ(unit, "inputs_in_prompt", True, False)
             expected = grader.expected(condition, entry)
             differ(unit, "expected", record["expected"], expected)
             ok = parsed is not None and parsed == expected

@@ -4,7 +4,8 @@ One scripted run (``scripted-cwr-most-c``: C wrong on a quarter of the pairs)
 is measured through pytester; every check works on a copy of its run
 directory with one primitive field changed: an answer's text in
 ``records.jsonl``, a byte of a world file under ``grading/``, a recorded
-expected answer, the recorded copy baseline, a demonstration.
+expected answer, a unit's input in ``grading.json``, the recorded copy
+baseline, a demonstration.
 """
 
 from __future__ import annotations
@@ -119,6 +120,16 @@ def test_rescorer_regrades_a_run_and_names_every_changed_unit(run_dir: Path, tmp
     _write_records(copy, changed)
     units, fields = _disagreeing(_rescore(copy))
     assert units == {e["item_id"]} and "expected" in fields
+
+    # a unit's input in grading.json: the probe no longer the one the prompt showed, and the expected answer follows it
+    copy = _copy(run_dir, tmp_path, "probe")
+    grading = json.loads((copy / "grading.json").read_text())
+    probe = next(u for u, entry in sorted(grading["units"].items())
+                 if u.startswith("P:") and by_id[u]["kind"] == "verdict" and by_id[u]["expected"]["verdict"] == "LEGAL")
+    grading["units"][probe]["probe"] = "no_such_primitive()"
+    (copy / "grading.json").write_text(json.dumps(grading))
+    units, fields = _disagreeing(_rescore(copy))
+    assert units == {probe} and {"inputs_in_prompt", "expected"} <= fields
 
     # the copy baseline is recomputed: a recorded flag is a disagreement, and the verdict stays the rescorer's
     copy = _copy(run_dir, tmp_path, "copy-flag")
