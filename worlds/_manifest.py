@@ -26,6 +26,7 @@ from typing import Any, Literal
 from canonical_hash import sha256_json, sha256_text
 
 from ._checker import check
+from ._copy_audit import copy_audit
 from ._enumerate import grounded_steps
 from ._errors import WorldsError
 from ._examples import example_states_on_solution_paths, examples_chain_to_goal
@@ -161,6 +162,18 @@ def _sig_text(sig: tuple) -> str:
     return " ; ".join(parts)
 
 
+def _copy_solves(pair: Pair, facts: dict) -> bool:
+    """The copy audit's result for the manifest: whether any demonstration of either side, or a window of it,
+    copied verbatim, renamed or relabelled, solves that side's target (construction refuses such a pair, so a
+    built pair gives False; the field records the audit's answer, not the expectation)."""
+    for cond, side in (("F", pair.f), ("C", pair.c)):
+        sigs, solutions = facts[f"sigs_{cond}"], facts[f"enum_{cond}"].solutions
+        for demo in side.demonstrations:
+            if copy_audit(demo.source, demo.steps, side.target, sigs, solutions) is not None:
+                return True
+    return False
+
+
 def _edge_text(e: tuple) -> str:
     return f"{e[0]} -{e[1]}-> {e[2]}"
 
@@ -241,7 +254,7 @@ def build_manifest(pair: Pair, facts: dict, token_counts: TokenCounts = None) ->
         "f_source_demo_id": fd.source_id,
         "c_replacement_demo_id": cd.source_id,
         "target_witness_hidden": facts["witness_hidden"],
-        "exact_or_renamed_demo_solves_target": False,
+        "exact_or_renamed_demo_solves_target": _copy_solves(pair, facts),
         "all_bounded_solutions_require_holdout": holding == len(target_edges),
         "novelty": pair.novelty,
         "optimal_lengths": {"F": opt_f, "C": opt_c},

@@ -35,6 +35,7 @@ from fixtures import FIXTURE_SETS
 from fixtures.cwr import E_CONTEXTS, condition_context_text, e_context, resolve_world
 
 from .baselines import pair_baselines
+from .grading import GRADING_FILE, write_grading
 from .pairs import MOTIF_REQUIRED, synthesis_pairs
 
 HERE = Path(__file__).resolve().parent
@@ -749,7 +750,13 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         return metrics(records, self.baselines(run), motif_required)
 
     def result_files(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]):
-        return {BASELINES_FILE: lambda: self.baselines(run)}
+        return {BASELINES_FILE: lambda: self.baselines(run), GRADING_FILE: lambda: self.grading(run)}
+
+    def grading(self, run: ProtocolRun) -> dict[str, Any]:
+        """``grading.json`` and the files under ``grading/``: the worlds, unit inputs and demonstrations the
+        units were graded against, and the reference interpreter (see :mod:`benchmarks.cwr.grading`)."""
+        items = run.fixture_sets[self.spec.measurement.fixture_set]
+        return write_grading(run.dir, run.units, items, self.pairs())
 
     def summary(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
         return {

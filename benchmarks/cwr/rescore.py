@@ -1,22 +1,47 @@
 """Independent rescorer for a Fiction-CWR run.
 
-Usage: python benchmarks/cwr/rescore.py RUN_DIR [--prereg PATH]
+Usage: python -S -I benchmarks/cwr/rescore.py RUN_DIR [--prereg PATH]
 
-Reads only RUN_DIR/records.jsonl, RUN_DIR/baselines.json and the
-preregistration (by default the prereg.toml beside this script), uses the
-standard library only and nothing from the suite.  From each record's
-primitive fields it recomputes: the parse status and parsed answer of every
-unit (its own reading of the reply formats: the P, R and E answers and the
-F/C artifact extraction, each in time linear in the reply's length); for
-P, R and E the exact match with the recorded expected answer; for F and C
-exact validity from the checker status stored with the record.  Then the metrics the rules read, E accuracy split by the
-context the E prompt showed (``E_C``, ``E_F``, ``E_none``, from each
-record's ``context``), the paired F - C interval (Newcombe's hybrid score,
-written out here), and the classification by the preregistered rule order.  Prints JSON; exit status 0
-when every recomputed per-unit field equals the recorded one, 1 otherwise.
+Reads only the run directory (``records.jsonl``, ``baselines.json``,
+``grading.json`` and the files under ``grading/``) and the preregistration
+(by default the prereg.toml beside this script); uses the standard library
+only and imports nothing from the suite.  Grading goes through the reference
+interpreter the run copied into ``grading/reference.py`` (written apart from
+the suite's checker), loaded by path, applied to the world files the units
+were graded against.  From each record's primitive fields it recomputes:
+
+* the parse status and parsed answer (its own reading of the reply formats
+  and of the F/C artifact extraction, in time linear in the reply's length);
+* F/C: the checker verdict (status, reason, first failing step) of the
+  extracted artifact on the unit's target world, and exact validity;
+* P/R/E: the expected answer, from the unit's world and inputs in
+  ``grading.json`` (P: legal prefix and probe; R: the handbook; E: the
+  candidate), and the exact match;
+* P/R/E: that the recorded prompt shows the inputs ``grading.json`` holds
+  (``inputs_in_prompt``);
+* the sha256 of each world file against the one ``grading.json`` records;
+* per pair side, the copy baseline: each demonstration and every contiguous
+  window of it, verbatim (the interpreter), renamed (equal motif signature,
+  its own dependency relation and canonical form) or relabelled one-to-one
+  onto a bounded target solution (its own enumeration), compared with the
+  flag in ``baselines.json``.
+
+Then the metrics the rules read (the copy gate from its own copy baseline),
+E accuracy by context, the paired F - C interval (Newcombe's hybrid score,
+written out here) and the classification by the preregistered rule order.
+
+Prints one JSON object: ``classification``, ``metrics``, ``disagreements``
+(in unit order, that of the ledger, ``{"unit", "field", "recorded", "recomputed"}`` for every
+recomputed per-unit field that differs; the copy-baseline flag is reported on
+the side's unit, ``F:<pair>`` or ``C:<pair>``), ``mismatched_units``,
+``copy_flagged``, ``units``.  Exit status 0 when ``disagreements`` is empty,
+1 when it is not, 2 (one line on stderr) when an input is missing or
+malformed.
 """
 
 import argparse
+import hashlib
+import importlib.util
 import json
 import math
 import operator
@@ -35,10 +60,26 @@ DIGITS = re.compile(r"\d+")
 
 
 def read_lines(path):
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise Unreadable(f"{path}: unreadable ({exc.strerror or exc}); rescore a finished run directory") from None
     if raw and not raw.endswith(b"\n"):
-        sys.exit(f"{path}: the last line is torn; the run did not finish writing it")
-    return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+        raise Unreadable(f"{path}: the last line is torn; the run did not finish writing it")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Unreadable(f"{path}: not UTF-8 at byte {exc.start}") from None
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except ValueError as exc:
+                raise Unreadable(f"{path}: line {number} is not JSON ({exc})") from None
+            if not isinstance(out[-1], dict):
+                raise Unreadable(f"{path}: line {number} is not a JSON object")
+    return out
 
 
 def unpad(text):
@@ -225,28 +266,366 @@ def classify(prereg, values, thresholds):
     return block.get("passing")
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description="Recompute a Fiction-CWR run from its records.")
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--prereg", type=Path, default=Path(__file__).resolve().parent / "prereg.toml")
-    args = parser.parse_args(argv)
-    prereg = tomllib.loads(args.prereg.read_text(encoding="utf-8"))
-    records = read_lines(args.run_dir / "records.jsonl")
-    baselines = json.loads((args.run_dir / "baselines.json").read_text(encoding="utf-8"))
+class Unreadable(Exception):
+    """The run directory cannot be rescored as it is; the message is one line."""
 
-    mismatches, correct, contexts = [], {}, {}
+
+def read_json(path):
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise Unreadable(f"{path}: missing; rescore a finished run directory") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise Unreadable(f"{path}: unreadable ({type(exc).__name__}: {exc})".replace("\n", " ")) from None
+
+
+def load_interpreter(path):
+    """The reference interpreter copied into the run directory, loaded by path (standard library only)."""
+    spec = importlib.util.spec_from_file_location("cwr_run_reference_interpreter", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise Unreadable(f"{path}: the reference interpreter does not load ({type(exc).__name__}: {exc})") from None
+    for name in ("replay", "_TokenRef", "_ScheduleRef"):
+        if not hasattr(module, name):
+            raise Unreadable(f"{path}: the reference interpreter lacks {name}; the run directory is damaged")
+    return module
+
+
+def steps_text(steps):
+    return "".join(step + "\n" for step in steps)
+
+
+class Grader:
+    """Re-grades units from the run's world files with the reference interpreter (never the suite's checker)."""
+
+    def __init__(self, run_dir, index):
+        self.run_dir = run_dir
+        self.index = index
+        files = index["files"]
+        if not isinstance(files, dict):
+            raise Unreadable(f"{run_dir / 'grading.json'}: 'files' is not an object")
+        self.actual_sha = {}
+        for name in files:
+            self.actual_sha[name] = hashlib.sha256(self.inside(name).read_bytes()).hexdigest()
+        interpreter = index["interpreter"]
+        if self.actual_sha.get(interpreter) != files.get(interpreter):
+            raise Unreadable(f"{self.inside(interpreter)}: differs from the sha256 grading.json records; "
+                             "the run's reference interpreter cannot be trusted")
+        self.ref = load_interpreter(self.inside(interpreter))
+        self.worlds = {}
+
+    def inside(self, name):
+        """The path of a file the index names, refused unless it lies under the run directory's grading/."""
+        if not isinstance(name, str) or not name.startswith("grading/") or ".." in name.split("/") or "\\" in name:
+            raise Unreadable(f"grading.json names the file {name!r}; only files under grading/ are read")
+        path = self.run_dir / name
+        if not path.is_file():
+            raise Unreadable(f"{path}: missing; grading.json names it")
+        return path
+
+    def world(self, name):
+        if name not in self.worlds:
+            raw = read_json(self.inside(name))
+            if not isinstance(raw, dict) or raw.get("family") not in ("token_workshop", "schedule"):
+                raise Unreadable(f"{self.inside(name)}: not a token_workshop or schedule world mapping")
+            self.worlds[name] = raw
+        return self.worlds[name]
+
+    def changed(self, name):
+        """(recorded sha256, actual sha256) of a world file, or None when they agree."""
+        if name not in self.actual_sha:
+            self.actual_sha[name] = hashlib.sha256(self.inside(name).read_bytes()).hexdigest()
+        recorded, actual = self.index["files"].get(name), self.actual_sha[name]
+        return None if recorded == actual else (recorded, actual)
+
+    def replay(self, name, steps):
+        return self.ref.replay(self.world(name), steps if isinstance(steps, str) else steps_text(steps))
+
+    def describe(self, raw, canon):
+        if raw["family"] == "schedule":
+            return {task: {"machine": machine, "start": start} for task, machine, start in canon}
+        return {token: count for token, count in canon}
+
+    def goal_holds(self, raw, canon):
+        if raw["family"] == "schedule":
+            placed = {task for task, _, _ in canon}
+            return all(task in placed for task in raw["goal"]["scheduled"])
+        held = dict(canon)
+        return all(held.get(token, 0) >= need for token, need in raw["goal"]["require"].items())
+
+    def expected(self, condition, entry):
+        """The expected answer of a P, R or E unit, re-derived from its world and inputs (None: not derivable)."""
+        name = entry["world"]
+        raw = self.world(name)
+        if condition == "P":
+            prefix = list(entry["prefix"])
+            if prefix and self.replay(name, prefix).executed != len(prefix):
+                return None  # the recorded prefix is not legal: no state to probe from
+            after = self.replay(name, prefix + [entry["probe"]])
+            committed = after.executed == len(prefix) + 1
+            if entry["kind"] == "effect":
+                return {"state": self.describe(raw, after.state)} if committed else None
+            return {"verdict": "LEGAL" if committed else "ILLEGAL"}
+        if condition == "R":
+            valid = [e["id"] for e in entry["handbook"] if self.replay(name, e["steps"]).status == "VALID"]
+            return {"artifact": valid[0]} if len(valid) == 1 else None
+        result = self.replay(name, entry["candidate"])
+        if result.status == "MALFORMED":
+            return None
+        if result.failing_step is not None:
+            return {"verdict": "ILLEGAL", "step": result.failing_step + 1}
+        return {"verdict": "LEGAL", "goal": self.goal_holds(raw, result.state),
+                "state": self.describe(raw, result.state)}
+
+    @staticmethod
+    def shown(condition, entry, prompt):
+        """Whether the prompt the model saw shows the unit's inputs (P probe, R artifacts, E candidate) as written."""
+        if condition == "P":
+            return f"PROBE STEP\n{entry['probe']}\n" in prompt
+        if condition == "R":
+            return all(f"[{e['id']}]\n" + "".join(s + "\n" for s in e["steps"]) in prompt for e in entry["handbook"])
+        return "".join(f"{i}. {s}\n" for i, s in enumerate(entry["candidate"], start=1)) in prompt
+
+    def check(self, name, artifact):
+        """(status, reason, failing step) of an artifact on a target world."""
+        result = self.replay(name, artifact)
+        return result.status, result.reason, result.failing_step
+
+
+# --------------------------------------------------------------------------- copy baseline
+
+
+def parse_step(step):
+    """(name, args) of one rendered step: names stay strings, integer literals become ints."""
+    name, _, rest = step.strip().partition("(")
+    inner = rest.rstrip().removesuffix(")").strip()
+    args = tuple(int(a) if a.isdigit() else a for a in (p.strip() for p in inner.split(",")) if inner)
+    return name.strip(), args
+
+
+def grounded(raw):
+    """Every type-correct step of a world, as (name, args)."""
+    if raw["family"] == "schedule":
+        return [("start", (task["name"], machine, t)) for task in raw["tasks"] for machine in raw["machines"]
+                for t in range(raw["budget"]["horizon"])]
+    by_type = {}
+    for token, kind in raw["tokens"].items():
+        by_type.setdefault(kind, []).append(token)
+    out = []
+    for recipe in raw["recipes"]:
+        combos = [()]
+        for param in recipe.get("params", []):
+            combos = [c + (token,) for c in combos for token in by_type.get(param["type"], [])]
+        out.extend((recipe["name"], combo) for combo in combos)
+    return out
+
+
+def render(step):
+    name, args = step
+    return f"{name}({', '.join(str(a) for a in args)})"
+
+
+def bounded_solutions(ref, raw):
+    """Every valid step sequence within the step and cost caps, as tuples of (name, args), from the interpreter's
+    own step semantics; memoized over (state, steps left, cost left)."""
+    sem = ref._TokenRef(raw) if raw["family"] == "token_workshop" else ref._ScheduleRef(raw)
+    alphabet = grounded(raw)
+    memo = {}
+
+    def walk(state, steps_left, cost_left):
+        sem.commit(state)
+        key = (sem.canon(), steps_left, cost_left)
+        if key in memo:
+            return memo[key]
+        out = []
+        if steps_left > 0:
+            for step in alphabet:
+                sem.commit(state)
+                trial = sem.trial(*step)
+                if trial is None:
+                    continue
+                cost, after = trial
+                if cost > cost_left or not sem.within_caps(after) or not sem.invariants_ok(after, final=False):
+                    continue
+                sem.commit(after)
+                if sem.invariants_ok(after, final=True) and sem.goal_met():
+                    out.append((step,))
+                out.extend((step,) + rest for rest in walk(after, steps_left - 1, cost_left - cost))
+        memo[key] = tuple(out)
+        return memo[key]
+
+    initial = dict(raw["initial"]) if raw["family"] == "token_workshop" else {}
+    return walk(initial, raw["budget"]["max_steps"], raw["budget"]["max_cost"])
+
+
+def dependencies(raw, steps):
+    """For each step, the set of earlier steps it directly depends on (the seed's independence relation)."""
+    n = len(steps)
+    deps = [set() for _ in range(n)]
+    if raw["family"] == "schedule":
+        after = {task["name"]: set(task.get("after", [])) for task in raw["tasks"]}
+        for j in range(n):
+            for i in range(j):
+                a, b = steps[i][1][0], steps[j][1][0]
+                if a == b or a in after.get(b, ()) or b in after.get(a, ()):
+                    deps[j].add(i)
+        return deps
+    group = {}
+
+    def root(token):
+        while group.get(token, token) != token:
+            token = group[token]
+        return token
+
+    for rule in raw.get("constraints", []):
+        if rule["kind"] == "never_together":
+            roots = sorted({root(t) for t in rule["tokens"]})
+            for other in roots[1:]:
+                group[other] = roots[0]
+    recipes = {recipe["name"]: recipe for recipe in raw["recipes"]}
+    prints = []
+    for name, args in steps:
+        recipe = recipes[name]
+        bind = {p["name"]: a for p, a in zip(recipe.get("params", []), args)}
+        res = lambda ref: root(bind.get(ref, ref))  # noqa: E731
+        ins = {res(r) for r in recipe.get("inputs", {})}
+        prints.append((ins | {res(r) for r in recipe.get("catalysts", [])}, ins | {res(t) for t in recipe["outputs"]}))
+    for j in range(n):
+        for i in range(j):
+            (ri, wi), (rj, wj) = prints[i], prints[j]
+            if wi & (rj | wj) or ri & wj:
+                deps[j].add(i)
+    return deps
+
+
+def signature(raw, steps):
+    """The least relabelled form of a step sequence over its linearisations (invariant to reordering independent
+    steps and to renaming primitives and entities)."""
+    steps = list(steps)
+    deps = dependencies(raw, steps)
+    best = [None]
+
+    def walk(order, form, prims, ents):
+        if len(order) == len(steps):
+            if best[0] is None or form < best[0]:
+                best[0] = form
+            return
+        position = {k: i for i, k in enumerate(order)}
+        for k in range(len(steps)):
+            if k in position or not deps[k] <= position.keys():
+                continue
+            name, args = steps[k]
+            p2, e2 = dict(prims), dict(ents)
+            label = p2.setdefault(name, f"p{len(p2)}")
+            labelled = tuple((True, a) if isinstance(a, int) else (False, e2.setdefault(a, f"e{len(e2)}")) for a in args)
+            walk(order + [k], form + ((label, labelled, tuple(sorted(position[d] for d in deps[k]))),), p2, e2)
+
+    walk([], (), {}, {})
+    return best[0] or ()
+
+
+def relabels_onto(window, solution, shared):
+    """One consistent one-to-one relabelling of entities (and of primitives outside ``shared``) maps window to solution."""
+    if len(window) != len(solution):
+        return False
+    prims, ents = {}, {}
+    for (na, aa), (nb, ab) in zip(window, solution):
+        if (na in shared and na != nb) or len(aa) != len(ab) or prims.setdefault(na, nb) != nb:
+            return False
+        for x, y in zip(aa, ab):
+            if isinstance(x, int) or isinstance(y, int):
+                if x != y:
+                    return False
+            elif ents.setdefault(x, y) != y:
+                return False
+    return len(set(prims.values())) == len(prims) and len(set(ents.values())) == len(ents)
+
+
+def primitive_names(raw):
+    return {"start"} if raw["family"] == "schedule" else {recipe["name"] for recipe in raw["recipes"]}
+
+
+def copy_solves(grader, side):
+    """Why a demonstration of the side, or a contiguous window of it, copied verbatim, renamed or relabelled,
+    solves the side's target; None when none does."""
+    target = grader.world(side["target"])
+    solutions = bounded_solutions(grader.ref, target)
+    signatures = {signature(target, solution) for solution in solutions}
+    for number, demo in enumerate(side["demonstrations"]):
+        source = grader.world(demo["world"])
+        steps = [parse_step(s) for s in demo["steps"]]
+        shared = primitive_names(source) & primitive_names(target)
+        for length in range(len(steps), 0, -1):
+            for start in range(len(steps) - length + 1):
+                window = steps[start:start + length]
+                where = f"demonstration {number}, steps {start + 1}..{start + length}"
+                if grader.replay(side["target"], [render(s) for s in window]).status == "VALID":
+                    return f"{where}, copied verbatim, solve the target"
+                if signature(source, window) in signatures:
+                    return f"{where}, renamed, match the motif signature of a target solution"
+                if any(relabels_onto(window, solution, shared) for solution in solutions):
+                    return f"{where}, relabelled, become a target solution"
+    return None
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def rescore(run_dir, prereg):
+    records = read_lines(run_dir / "records.jsonl")
+    baselines = read_json(run_dir / "baselines.json")
+    index = read_json(run_dir / "grading.json")
+    if not isinstance(index, dict) or index.get("schema_version") != 1:
+        raise Unreadable(f"{run_dir / 'grading.json'}: not a grading index of schema version 1")
+    grader = Grader(run_dir, index)
+
+    disagreements, correct, contexts = [], {}, {}
+
+    def differ(unit, field, recorded, recomputed):
+        if recorded != recomputed:
+            disagreements.append({"unit": unit, "field": field, "recorded": recorded, "recomputed": recomputed})
+
     for record in records:
+        unit, condition = record["item_id"], record["condition"]
+        entry = index["units"].get(unit)
+        if entry is None:
+            raise Unreadable(f"{run_dir / 'grading.json'}: no grading entry for unit {unit!r}")
+        changed = grader.changed(entry["world"])
+        if changed:
+            differ(unit, "world_sha256", *changed)
         status, parsed = parse(record)
-        if status != record["parse_status"] or parsed != record["parsed"]:
-            mismatches.append(record["item_id"])
-        if record["condition"] in ("F", "C"):
-            ok = record["generation_error"] is None and record["check_status"] == "VALID"
+        differ(unit, "parse_status", record["parse_status"], status)
+        differ(unit, "parsed", record["parsed"], parsed)
+        if condition in ("F", "C"):
+            verdict = grader.check(entry["world"], parsed) if status == "ok" else (None, None, None)
+            for field, value in zip(("check_status", "check_reason", "check_failing_step"), verdict):
+                differ(unit, field, record[field], value)
+            ok = verdict[0] == "VALID"
         else:
-            ok = parsed is not None and parsed == record["expected"]
-        if ok != record["correct"] and record["item_id"] not in mismatches:
-            mismatches.append(record["item_id"])
-        correct[record["item_id"]] = (record["condition"], record["pair_id"], ok)
-        contexts[record["item_id"]] = record.get("context")
+            if not grader.shown(condition, entry, record["prompt"]):
+                differ(unit, "inputs_in_prompt", True, False)
+            expected = grader.expected(condition, entry)
+            differ(unit, "expected", record["expected"], expected)
+            ok = parsed is not None and parsed == expected
+        differ(unit, "correct", record["correct"], ok)
+        correct[unit] = (condition, record["pair_id"], ok)
+        contexts[unit] = record.get("context")
+
+    flagged = set()
+    recorded_sides = {pair: {s["condition"]: s for s in row["sides"]} for pair, row in baselines["pairs"].items()}
+    for pair_id, sides in sorted(index["pairs"].items()):
+        for condition in ("F", "C"):
+            if condition not in sides:
+                continue
+            why = copy_solves(grader, sides[condition])
+            if why is not None:
+                flagged.add(pair_id)
+            recorded = recorded_sides.get(pair_id, {}).get(condition)
+            differ(sides[condition]["unit"], "copy_baseline_solves_target",
+                   None if recorded is None else bool(recorded["copy_solves"]), why is not None)
 
     values = {}
     for condition in ("P", "R", "E", "F", "C"):
@@ -270,16 +649,42 @@ def main(argv=None):
     if sum(cells):
         estimate, low, high = newcombe(*cells, prereg["analysis"]["confidence"])
         values.update({"deficit.estimate": estimate, "deficit.lower": low, "deficit.upper": high})
-    values["baselines.copy_flagged_pairs"] = baselines["copy_flagged_pairs"]
+    values["baselines.copy_flagged_pairs"] = len(flagged)
 
-    report = {"units": len(records), "metrics": values, "mismatched_units": sorted(mismatches)}
+    position = {record["item_id"]: number for number, record in enumerate(records)}
+    disagreements.sort(key=lambda d: position.get(d["unit"], len(records)))  # unit (ledger) order; stable
+    report = {"units": len(records), "metrics": values, "disagreements": disagreements,
+              "mismatched_units": sorted({d["unit"] for d in disagreements}),
+              "copy_flagged": sorted(flagged)}
     try:
         report["classification"] = classify(prereg, values, prereg["thresholds"])
     except (KeyError, TypeError) as exc:
         report["classification"] = None
         report["classification_problem"] = f"metric not measured: {exc}"
+    return report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Recompute a Fiction-CWR run from its run directory.")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--prereg", type=Path, default=Path(__file__).resolve().parent / "prereg.toml")
+    args = parser.parse_args(argv)
+    try:
+        try:
+            prereg = tomllib.loads(args.prereg.read_bytes().decode("utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise Unreadable(f"{args.prereg}: unreadable preregistration ({type(exc).__name__}: {exc})") from None
+        report = rescore(args.run_dir, prereg)
+    except Unreadable as exc:
+        print(f"rescore: {exc}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
+        what = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+        print(f"rescore: {args.run_dir}: a run file lacks a field or holds a value of the wrong kind ({what}); "
+              "rescore an unmodified finished run directory", file=sys.stderr)
+        return 2
     print(json.dumps(report, indent=2, sort_keys=True))
-    return 0 if not mismatches else 1
+    return 0 if not report["disagreements"] else 1
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,9 @@ def file_states(run_dir: Path) -> dict[str, tuple[str, int]]:
 
 
 #: Sidecar files of a run: everything but the ledger (and the lock files) that a run writes into its directory.
-SIDECARS = ("fixtures.json", "provenance.json", "baselines.json", "summary.json", "report.json")
+SIDECARS = ("fixtures.json", "provenance.json", "baselines.json", "grading.json", "summary.json", "report.json")
+#: The folder of grading material beside the sidecar files (world files, reference interpreter).
+GRADING_DIR = "grading"
 
 
 @pytest.mark.parametrize("sidecars", ["kept", "deleted"])
@@ -134,6 +137,7 @@ def test_a_resume_with_another_model_is_refused_before_any_write(pytester: pytes
     if sidecars == "deleted":
         for name in SIDECARS:
             (run_dir / name).unlink()
+        shutil.rmtree(run_dir / GRADING_DIR)
         assert sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")) == ["records.jsonl"]
     before = file_states(run_dir)
     result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-cwr-f-only", "--run-id=foreign",

@@ -12,6 +12,7 @@ from benchmarks.core import canonical_json
 from fixtures.cwr import build_cwr_items
 
 from .baselines import pair_baselines
+from .grading import GRADING_FILE, write_grading
 from .protocol import GATE, HERE, PREREG, CwrRecord, build_units, finite, make_record, metrics, run_pairs
 from .scripted import AnswerKey
 
@@ -33,7 +34,9 @@ def _response(text: str, error: str | None = None):
 
 def _write_run(tmp_path: Path) -> tuple[Path, list]:
     pairs = run_pairs()
-    units = build_units(build_cwr_items(), pairs, None)
+    items = build_cwr_items()
+    units = build_units(items, pairs, None)
+    (tmp_path / GRADING_FILE).write_text(json.dumps(write_grading(tmp_path, units, items, pairs)))
     key = AnswerKey()
     for unit in units:
         key.add(unit.item_id, unit)
@@ -114,3 +117,45 @@ def test_rescorer_refuses_a_torn_ledger(tmp_path):
         handle.write('{"item_id": "P:')
     done = _rescore(run_dir)
     assert done.returncode != 0 and "torn" in done.stderr
+
+
+def _rescore_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cwr_rescore_copy", HERE / "rescore.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rescorer_copy_baseline_agrees_with_the_suites_copy_audit(tmp_path):
+    """Its own enumeration, motif signatures and relabelling give the suite's solution sets, signature classes and
+    copy verdicts on every pair side; a solution of one replica, shown as the other's demonstration, is a copy."""
+    import worlds
+
+    rescore = _rescore_module()
+    pairs = run_pairs()
+    items = build_cwr_items()
+    index = write_grading(tmp_path, build_units(items, pairs, None), items, pairs)
+    grader = rescore.Grader(tmp_path, index)
+    for pair in pairs:
+        for side in (pair.f, pair.c):
+            entry = index["pairs"][pair.pair_id][side.condition]
+            raw = grader.world(entry["target"])
+            mine = rescore.bounded_solutions(grader.ref, raw)
+            suite = worlds.enumerate_solutions(side.target).solutions
+            assert sorted(tuple(rescore.render(s) for s in sol) for sol in mine) == sorted(suite), entry["unit"]
+            classes: dict = {}
+            for sol in mine:
+                classes.setdefault(rescore.signature(raw, sol), set()).add(tuple(rescore.render(s) for s in sol))
+            assert sorted(sorted(c) for c in classes.values()) == sorted(sorted(c) for c in
+                                                                         worlds.solution_classes(side.target, suite))
+            assert rescore.copy_solves(grader, entry) is None  # no showcase demonstration copies its target
+    pair = pairs[0]
+    f_side, c_side = index["pairs"][pair.pair_id]["F"], index["pairs"][pair.pair_id]["C"]
+    solution = worlds.enumerate_solutions(pair.f.target).solutions[0]
+    crossed = {**c_side, "demonstrations": [{"world": f_side["target"], "steps": list(solution)}]}
+    why = rescore.copy_solves(grader, crossed)
+    assert why is not None and "renamed" in why
+    sigs = {worlds.motif_signature(pair.c.target, s) for s in worlds.enumerate_solutions(pair.c.target).solutions}
+    assert worlds.copy_audit(pair.f.target, solution, pair.c.target, sigs) is not None

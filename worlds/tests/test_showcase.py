@@ -252,3 +252,18 @@ def test_prompt_token_counts_are_frozen(pairs, by_id, snapshot):
     if any("unavailable" in d for c in counts.values() for kind in c.values() for d in kind.values()):
         pytest.skip("bundled tokenizers not loadable here; token counts cannot be compared with the frozen ones")
     assert {pid: {"counts": c, "manifest_sha256": worlds.manifest_digest(by_id[pid].manifest)} for pid, c in counts.items()} == snapshot
+
+
+def test_manifest_records_the_copy_audit_it_ran():
+    """``exact_or_renamed_demo_solves_target`` is the copy audit's answer: False for the built pair, True once its
+    F demonstration is replaced by a valid solution of the F target itself."""
+    import dataclasses
+
+    pair, facts = worlds.build_pair(load_pair_spec(pair_spec_paths()[0]))
+    assert worlds.build_manifest(pair, facts)["exact_or_renamed_demo_solves_target"] is False
+    solution = enumerate_solutions(pair.f.target).solutions[0]
+    (demo,) = pair.f.demonstrations
+    copied = dataclasses.replace(demo, source=pair.f.target, source_raw=pair.f.target_raw, steps=tuple(solution),
+                                 text="".join(s + "\n" for s in solution))
+    tampered = dataclasses.replace(pair, f=dataclasses.replace(pair.f, demonstrations=(copied,)))
+    assert worlds.build_manifest(tampered, facts)["exact_or_renamed_demo_solves_target"] is True

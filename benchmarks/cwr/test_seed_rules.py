@@ -1,0 +1,99 @@
+"""The seed's decision rules, transcribed by hand, agree with the rules compiled from ``prereg.toml``.
+
+The transcription below is written from the Fiction-CWR seed
+(``seeds/003_011fefb3b7344729.txt``), not from the preregistration:
+
+* "Reject copying-solvable structural fixtures before observing model
+  outcomes": a pair a copied demonstration solves rejects the fixture before
+  any model outcome counts;
+* "For each pinned evaluated model meeting a preregistered primitive-mastery
+  criterion", tau = 0.90 ("ninety percent requires high prerequisite
+  performance"), and "failed design/prerequisite gates block attribution":
+  P accuracy below tau blocks every deficit reading;
+* "Success criterion: ... lower interval bound reaches the chosen deficit",
+  delta = 0.20: lower bound at least delta;
+* "Failure criterion: upper bound below the chosen deficit rejects that size":
+  upper bound strictly below delta;
+* "Intervals spanning the boundary are inconclusive": everything else
+  (lower below delta, upper at or above it).
+
+The seed orders the two gates before the two criteria ("before observing
+model outcomes"; gates "block attribution") and does not order the copy gate
+against the mastery gate; the copy gate comes first here because it is
+decided before any model outcome is seen.  Success and failure exclude each
+other for any interval (lower <= upper), so their order is not a choice.
+Hypothesis draws metric vectors, the boundary values themselves and their
+floating-point neighbours included, and checks the compiled classification
+(``GATE``, from the real ``prereg.toml``) against this transcription.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from .protocol import GATE, PREREG
+
+#: The seed's proposed decision values (section "Substantive scoped hypothesis").
+SEED_DELTA = 0.20
+SEED_TAU = 0.90
+
+
+def seed_classification(copy_flagged_pairs: int, p_accuracy: float, lower: float, upper: float) -> str:
+    """The seed's decision, in its own words' order (see the module docstring)."""
+    if copy_flagged_pairs > 0:
+        return "FIXTURE_REJECTED_BY_COPY_BASELINE"
+    if not p_accuracy >= SEED_TAU:
+        return "PRIMITIVE_MASTERY_NOT_ESTABLISHED"
+    if lower >= SEED_DELTA:
+        return "RECOMBINATION_DEFICIT_SUPPORTED"
+    if upper < SEED_DELTA:
+        return "DEFICIT_OF_DELTA_REJECTED"
+    return "INCONCLUSIVE"
+
+
+def _near(value: float) -> list[float]:
+    return [math.nextafter(value, -math.inf), value, math.nextafter(value, math.inf)]
+
+
+ACCURACY = st.one_of(st.sampled_from(_near(SEED_TAU) + [0.0, 1.0]), st.floats(0.0, 1.0))
+BOUND = st.one_of(st.sampled_from(_near(SEED_DELTA) + [-1.0, 0.0, 1.0]), st.floats(-1.0, 1.0))
+FLAGGED = st.one_of(st.just(0), st.integers(0, 24))
+
+
+def test_the_preregistration_freezes_the_seed_values():
+    assert PREREG.values.thresholds["delta"] == SEED_DELTA
+    assert PREREG.values.thresholds["tau"] == SEED_TAU
+
+
+@given(flagged=FLAGGED, p_accuracy=ACCURACY, bounds=st.tuples(BOUND, BOUND))
+@example(flagged=0, p_accuracy=SEED_TAU, bounds=(SEED_DELTA, SEED_DELTA))
+@example(flagged=0, p_accuracy=SEED_TAU, bounds=(math.nextafter(SEED_DELTA, 0), SEED_DELTA))
+@example(flagged=0, p_accuracy=SEED_TAU, bounds=(0.0, math.nextafter(SEED_DELTA, 0)))
+@example(flagged=0, p_accuracy=math.nextafter(SEED_TAU, 0), bounds=(0.5, 0.9))
+@example(flagged=1, p_accuracy=1.0, bounds=(0.5, 0.9))
+@example(flagged=0, p_accuracy=1.0, bounds=(0.20000000000000004, 0.5))
+def test_compiled_rules_follow_the_seed(flagged: int, p_accuracy: float, bounds: tuple[float, float]):
+    lower, upper = sorted(bounds)
+    values = {"baselines.copy_flagged_pairs": float(flagged), "P.accuracy": p_accuracy,
+              "deficit.lower": lower, "deficit.upper": upper}
+    assert GATE.evaluate(values).label == seed_classification(flagged, p_accuracy, lower, upper)
+
+
+def test_every_seed_outcome_is_reachable_by_the_compiled_rules():
+    """One vector per outcome of the seed, each decided identically (the boundary cases are the examples above)."""
+    vectors = {
+        "FIXTURE_REJECTED_BY_COPY_BASELINE": (1, 1.0, 0.5, 0.9),
+        "PRIMITIVE_MASTERY_NOT_ESTABLISHED": (0, 0.5, 0.5, 0.9),
+        "RECOMBINATION_DEFICIT_SUPPORTED": (0, 1.0, 0.2, 0.9),
+        "DEFICIT_OF_DELTA_REJECTED": (0, 1.0, -0.3, 0.1),
+        "INCONCLUSIVE": (0, 1.0, 0.1, 0.2),
+    }
+    assert sorted(vectors) == sorted(GATE.labels)
+    for label, (flagged, p_accuracy, lower, upper) in vectors.items():
+        assert seed_classification(flagged, p_accuracy, lower, upper) == label
+        values = {"baselines.copy_flagged_pairs": float(flagged), "P.accuracy": p_accuracy,
+                  "deficit.lower": lower, "deficit.upper": upper}
+        assert GATE.evaluate(values).label == label
