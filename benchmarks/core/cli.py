@@ -1,13 +1,14 @@
 """The ``preregbench`` command: a thin layer over the pytest forms, which stay the primary interface.
 
-``preregbench new NAME`` writes a protocol skeleton (:mod:`benchmarks.core.new`).
+``preregbench new NAME`` writes a protocol skeleton (:mod:`benchmarks.core.new`);
+``preregbench verify RUN_DIR`` checks a finished run (:mod:`benchmarks.core.verify`).
 """
 
 from __future__ import annotations
 
 import sys
 
-COMMANDS = {"new": "benchmarks.core.new"}
+COMMANDS = {"new": "benchmarks.core.new", "verify": "benchmarks.core.verify"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
         if args and args[0] not in ("-h", "--help"):
             print(f"preregbench: unknown command {args[0]!r}; commands: {known}", file=sys.stderr)
             return 2
-        print(f"usage: preregbench COMMAND ...\ncommands: {known}\n  new NAME   write a runnable protocol skeleton")
+        print(f"usage: preregbench COMMAND ...\ncommands: {known}\n  new NAME   write a runnable protocol skeleton\n"
+              "  verify RUN_DIR   check a finished run: VERIFIED, EXPLORATORY, TAMPERED or INCONSISTENT")
         return 0
     import importlib
 
