@@ -82,10 +82,10 @@ def run_files(run_dir: Path) -> Iterator[Path]:
 
 
 def build_manifest(run_dir: Path) -> dict:
-    """The manifest of ``run_dir`` as it is now (nothing written)."""
+    """The manifest of ``run_dir`` as it is now (nothing written), its files sorted by relative path."""
     run_dir = Path(run_dir)
     entries = []
-    for path in run_files(run_dir):
+    for path in sorted(run_files(run_dir), key=lambda p: p.relative_to(run_dir).as_posix()):
         size, digest = file_sha256(path)
         entries.append(ManifestEntry(path.relative_to(run_dir).as_posix(), size, digest))
     return {"schema_version": MANIFEST_SCHEMA_VERSION, "run_id": run_dir.name, "protocol": run_dir.parent.name,
