@@ -369,7 +369,7 @@ class _Verifier:
 
     def _load_protocol(self) -> Any:
         if self.prereg_path is None:
-            return None
+            raise LookupError("the protocol's folder in the repository is unknown (no usable prereg path or commit)")
         folder = (self.repo / self.prereg_path).parent
         parts = [folder.name]
         top = folder
