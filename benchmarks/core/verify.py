@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ._canonical import FileReadError, read_json_file, sha256_bytes, sha256_json
-from .manifest import MANIFEST_FILE, ManifestError, file_sha256, is_lock_file, run_files
+from .manifest import MANIFEST_FILE, ManifestError, file_sha256, run_files
 from .protocol import FIXTURES_FILE
 from .provenance import ProvenanceError, check_revision, read_provenance
 from .rundir import PROVENANCE_FILE, REPORT_FILE, SUITE_ROOT

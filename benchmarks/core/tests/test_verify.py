@@ -295,3 +295,18 @@ def test_snapshot_sections_are_read_by_name() -> None:
             + "b" * 64 + "',\n  })\n# ---\n")
     assert snapshot_hashes(text) == {"test_fixture_sets_are_frozen": {"set-a": "a" * 64},
                                      "test_preregistrations_are_frozen": {"b/prereg.toml": "b" * 64}}
+
+
+def test_a_run_stored_outside_its_checkout_is_verified_with_repo(pytester: pytest.Pytester, project: Path,
+                                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Results kept outside the checkout: verify looks in the suite's checkout, which lacks the commit, until
+    ``--repo`` names the checkout the run was made from."""
+    results = tmp_path_factory.mktemp("elsewhere") / "results"
+    pytester.runpytest_subprocess("protocols/toy", "-m", "cpu", "-p", "no:randomly", f"--results-dir={results}")
+    (run_dir,) = [p.parent for p in (results / "toy").glob("*/report.json")]
+    status, lines, _ = verify(project, run_dir)
+    assert status == 2 and lines[-1].startswith("INCONSISTENT: provenance.json: field git.commit: commit "), lines
+    status, lines, _ = verify(project, run_dir, "--repo", project)
+    assert (status, lines[-1]) == (0, "VERIFIED"), lines
+    status, _, stderr = verify(project, run_dir, "--repo", results)
+    assert status == 4 and "not a git checkout" in stderr
