@@ -246,12 +246,20 @@ def test_the_preregbench_command_dispatches_verify(project: Path, capsys: pytest
 # --------------------------------------------------------------------------- the generated rescorer test
 
 
-@pytest.mark.parametrize("breakage", ["disagrees", "other_label", "missing"])
+@pytest.mark.parametrize("breakage", ["records_wrong", "disagrees", "other_label", "missing"])
 def test_the_generated_rescorer_test_fails_when_the_rescorer_does_not_agree(pytester: pytest.Pytester,
                                                                             project: Path, breakage: str) -> None:
+    """A protocol that records a wrong field for one unit, a rescorer that disagrees everywhere or derives another
+    label, and no rescorer: the generated test fails in one line naming the unit and field, or the reason."""
     script = project / "protocols" / "toy" / "rescore.py"
     text = script.read_text()
-    if breakage == "disagrees":
+    if breakage == "records_wrong":
+        script = project / "protocols" / "toy" / "protocol.py"
+        text = script.read_text()
+        old = "correct=parsed == gold(item),"
+        expected = "rescore.py disagrees: unit 'item-07' field 'correct': recorded False, recomputed True"
+        script.write_text(text.replace(old, 'correct=parsed == gold(item) and item["item_id"] != "item-07",'))
+    elif breakage == "disagrees":
         old = '("correct", parsed == expected)'
         expected = "rescore.py disagrees: unit 'item-00' field 'correct': recorded True, recomputed False"
         script.write_text(text.replace(old, '("correct", parsed != expected)'))
