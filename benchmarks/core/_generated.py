@@ -25,7 +25,9 @@ no copy of them: one ``test_<classification>[<label>]`` per rule of every
 classification the run decides, in preregistered order, and the generic
 completeness checks (every unit recorded exactly once, every record carries
 this run's identity, the ledger, provenance, fixtures, summary and result
-files written).  A test that uses one of the run fixtures (or is marked
+files written, and the protocol's independent ``rescore.py``, run under
+``python -S -I`` on the finished run directory, agreeing unit by unit and on
+the classification).  A test that uses one of the run fixtures (or is marked
 ``completeness``) runs the model, and is marked ``cpu`` or ``gpu`` by the
 run's device (:mod:`benchmarks.core.modelrun`).
 """
@@ -33,6 +35,8 @@ run's device (:mod:`benchmarks.core.modelrun`).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import types
 from pathlib import Path
 from typing import Any, Callable, MutableMapping
@@ -223,6 +227,62 @@ def test_result_files_written(run: ProtocolRun, result_files: dict[str, Path]) -
     assert not empty, f"missing or empty: {empty}"
 
 
+RESCORER_FILE = "rescore.py"
+#: Seconds a rescorer may take on a finished run directory.
+RESCORER_TIMEOUT = 600
+
+
+def rescorer_outcome(script: Path, run_dir: Path, prereg: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """Run a protocol's stdlib rescorer under ``python -S -I`` on ``run_dir``: its JSON output, or the one-line
+    reason it gave none (missing script, exit status 2 or another, output that is not the contract's object)."""
+    if not script.is_file():
+        return None, f"{script} is missing; every protocol ships a stdlib rescorer beside its prereg.toml"
+    try:
+        done = subprocess.run([sys.executable, "-S", "-I", str(script), str(run_dir), "--prereg", str(prereg)],
+                              capture_output=True, text=True, cwd="/", timeout=RESCORER_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        return None, f"{script.name} did not finish within {RESCORER_TIMEOUT} s"
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    if done.returncode not in (0, 1):
+        return None, f"{script.name} exit status {done.returncode}: {lines[-1] if lines else 'no message'}"
+    try:
+        out = json.loads(done.stdout)
+    except ValueError:
+        return None, f"{script.name} printed no JSON object on stdout ({done.stdout[:80]!r})"
+    if not isinstance(out, dict) or not isinstance(out.get("disagreements"), list) or "classification" not in out:
+        return None, f"{script.name} printed no object with 'classification' and a 'disagreements' list"
+    if (done.returncode == 0) != (not out["disagreements"]):
+        return None, f"{script.name} exit status {done.returncode} contradicts its {len(out['disagreements'])} disagreements"
+    return out, None
+
+
+def describe_disagreement(first: Any, count: int) -> str:
+    """``unit 'item-03' field 'parsed': recorded 'A', recomputed None (1 of 2 disagreements)``."""
+    if not isinstance(first, dict):
+        return f"{first!r} ({count} disagreements)"
+    return (f"unit {first.get('unit')!r} field {first.get('field')!r}: recorded {first.get('recorded')!r}, "
+            f"recomputed {first.get('recomputed')!r} (1 of {count} disagreements)")
+
+
+def primary_classification(protocol: Protocol) -> str:
+    """The name of the protocol's first preregistered classification (the one its rescorer derives)."""
+    return next(iter(protocol.classifications.values())).name
+
+
+def test_rescorer_agrees(run: ProtocolRun, records: list[Any], summary: dict[str, Any]) -> None:
+    """The protocol's independent rescorer, run under ``python -S -I`` on the finished run directory, finds no
+    per-unit disagreement and derives the recorded classification."""
+    protocol = run.protocol
+    out, problem = rescorer_outcome(protocol.folder / RESCORER_FILE, run.location, protocol.prereg.path)
+    assert out is not None, problem
+    assert not out["disagreements"], f"{RESCORER_FILE} disagrees: " + describe_disagreement(
+        out["disagreements"][0], len(out["disagreements"]))
+    name = primary_classification(protocol)
+    recorded = summary["classifications"].get(name)
+    assert out["classification"] == recorded, (
+        f"{RESCORER_FILE} derives {name} = {out['classification']!r}, the run recorded {recorded!r}")
+
+
 COMPLETENESS_TESTS = (
     test_every_unit_recorded_once,
     test_records_carry_the_run_identity,
@@ -231,6 +291,7 @@ COMPLETENESS_TESTS = (
     test_fixtures_file_written,
     test_summary_file_written,
     test_result_files_written,
+    test_rescorer_agrees,
 )
 
 

@@ -13,6 +13,7 @@ COMMANDS = {
     "run": ("benchmarks.core.runcmd", "main_run", "run a protocol: PROTOCOL [--model NAME] [pytest options]; exit 0 pass, 1 gate failed, 2 broken, 4 usage"),
     "list": ("benchmarks.core.runcmd", "main_list", "list protocols, models or fixture-sets"),
     "compare": ("benchmarks.core.compare", "main", "compare two runs of one protocol on the same fixtures, unit by unit: RUN_A RUN_B"),
+    "verify": ("benchmarks.core.verify", "main", "check a finished run: VERIFIED 0, EXPLORATORY 1, TAMPERED/INCONSISTENT 2, usage 4: RUN_DIR"),
     "new": ("benchmarks.core.new", "main", "write a runnable protocol skeleton: NAME"),
 }
 

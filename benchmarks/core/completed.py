@@ -1,10 +1,15 @@
-"""Exit 0 only when a run finished every technical-completeness check.
+"""Exit 0 only when a run is complete and ``preregbench verify`` says VERIFIED.
 
 Usage: ``python -m benchmarks.core.completed RESULTS_DIR/PROTOCOL [RUN_ID]``.
 Without a run id the newest run directory is read.  The benchmark workflow
-commits result artifacts only when this exits 0.  A report that is a link,
-not UTF-8, not JSON or not of the report's shape is one line naming the file
-and the byte, line or key, and exit status 1.
+commits result artifacts only when this exits 0: the run finished every
+technical-completeness check (its ``report.json``, :func:`run_status`) and
+:mod:`benchmarks.core.verify` finds it VERIFIED (manifest, hashes, the
+repository at the recorded commit, rebuilt fixtures, the rescorer, a clean
+tree, an immutable model revision, no deviation).  An incomplete run is one
+line (a report that is a link, not UTF-8, not JSON or not of the report's
+shape names the file and the byte, line or key); a complete one prints
+verify's lines.  Every other outcome is exit status 1.
 """
 
 from __future__ import annotations
@@ -72,7 +77,19 @@ def main(argv: list[str] | None = None) -> int:
         run_dir = runs[-1]
     ok, message = run_status(run_dir)
     print(message)
-    return 0 if ok else 1
+    if not ok:
+        return 1
+    from .verify import VERIFIED, VerifyUsageError, verify
+
+    try:
+        outcome = verify(run_dir)
+    except VerifyUsageError as exc:
+        print(f"not verified: {exc}")
+        return 1
+    for finding in outcome.findings:
+        print(finding.line())
+    print(outcome.final_line())
+    return 0 if outcome.word == VERIFIED else 1
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ Loaded by the root ``conftest.py``.  What it adds to a pytest session:
   fails with a one-line message, or is skipped as preempted;
 * the run's classification, completeness status and provenance in the
   pytest-json-report file (key ``benchmark``), in ``report.json`` inside each
-  run directory, and in the terminal summary;
+  run directory, and in the terminal summary; after ``report.json``, the run's
+  ``manifest.json`` (size and sha256 of every file it wrote,
+  :mod:`benchmarks.core.manifest`);
 * the Hypothesis profiles (``HYPOTHESIS_PROFILE=ci`` selects the CI one) and
   syrupy snapshots stored under the top-level ``snapshots/`` folder.
 
@@ -38,6 +40,7 @@ import pytest
 
 from ._canonical import FileReadError, FileWriteError, atomic_write_json, errno_name
 from .ledger import LedgerError
+from .manifest import MANIFEST_FILE, ManifestError, write_manifest
 from .provenance import ProvenanceError, read_provenance, utc_now
 from .rules import Classification, Outcome, RuleError
 from .rundir import PROVENANCE_FILE, REPORT_FILE, Run, RunDirError, check_run_dir, new_run_id, protocol_dir_of
@@ -443,6 +446,11 @@ class _Reporter:
                 atomic_write_json(target, report)
             except (FileWriteError, ValueError) as exc:  # no space left even for the verdict: say so, no traceback
                 entry["problems"].append(f"the verdict was not written: {exc}")
+                continue
+            try:  # last: the size and sha256 of every file the run wrote, report.json included
+                write_manifest(Path(entry["run_dir"]))
+            except (FileWriteError, ManifestError, OSError) as exc:
+                entry["problems"].append(f"{MANIFEST_FILE} was not written: {exc}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         summary = self.summary()

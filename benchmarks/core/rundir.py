@@ -19,6 +19,7 @@ import contextlib
 import datetime as _dt
 import os
 import secrets
+import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, TypeVar
@@ -75,6 +76,21 @@ def _refuse_link(path: Path) -> None:
     if path.is_symlink():
         raise RunDirError(f"{path} is a symbolic link; the suite never writes or locks through a link "
                           "(remove it, or start a new run without --run-id)")
+
+
+def checkout_root(protocol_dir: Path) -> Path:
+    """The root of the git checkout holding the protocol folder (the suite's own root when it is in none).
+
+    Provenance records this checkout's commit and dirty flag, and the prereg's path relative to it, so
+    that ``preregbench verify`` finds the preregistration at the recorded commit.
+    """
+    try:
+        done = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=protocol_dir, capture_output=True,
+                              text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return SUITE_ROOT
+    top = done.stdout.strip()
+    return Path(top).resolve() if top else SUITE_ROOT
 
 
 def new_run_id() -> str:
@@ -158,8 +174,9 @@ class Run:
         if not model.get("id"):
             raise ValueError("provenance needs the model's id")
         digest, count = runner_hash(self.protocol_dir, CORE_DIR, SUITE_ROOT)
+        checkout = checkout_root(self.protocol_dir)
         try:
-            prereg_path = prereg.path.resolve().relative_to(SUITE_ROOT).as_posix()
+            prereg_path = prereg.path.resolve().relative_to(checkout).as_posix()
         except ValueError:
             prereg_path = prereg.path.resolve().as_posix()
         started, resumed = self.started_at, ()
@@ -181,7 +198,7 @@ class Run:
             fixtures_sha256=dict(sorted(fixtures.items())),
             packages=package_versions(),
             hardware=hardware_summary(),
-            git=git_state(SUITE_ROOT),
+            git=git_state(checkout),
             extra=dict(extra or {}),
             identity=dict(identity or {}),
             resumed_at=resumed,

@@ -20,6 +20,7 @@ from benchmarks.core.selfcheck import outcomes_by_name, run_rescorer
 GENERATED_COMPLETENESS = [
     "test_every_unit_recorded_once", "test_records_carry_the_run_identity", "test_records_file_written",
     "test_provenance_complete", "test_fixtures_file_written", "test_summary_file_written", "test_result_files_written",
+    "test_rescorer_agrees",
 ]
 RULES = ["UNPARSEABLE", "LOW_ACCURACY"]
 
@@ -87,7 +88,7 @@ def test_a_scaffolded_protocol_runs_and_its_rescorer_agrees(pytester: pytest.Pyt
 
 def test_the_scaffold_s_own_self_check_passes(pytester: pytest.Pytester, project: Path) -> None:
     result = run(pytester)
-    result.assert_outcomes(passed=2, deselected=9)
+    result.assert_outcomes(passed=2, deselected=10)
 
 
 def test_scaffold_refuses_bad_names_and_existing_folders(tmp_path: Path) -> None:

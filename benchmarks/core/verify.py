@@ -1,0 +1,590 @@
+"""``preregbench verify RUN_DIR``: is a finished run what it claims to be, and was it preregistered?
+
+Usage: ``preregbench verify RUN_DIR [--repo PATH]`` or ``python -m benchmarks.core.verify RUN_DIR [--repo PATH]``.
+
+One line per check, then the final word:
+
+* ``VERIFIED`` (exit 0): every file matches ``manifest.json``, the recorded
+  hashes agree with the files and the repository, the fixtures rebuild, the
+  rescorer agrees, the prereg was committed before the run started, the tree
+  was clean, the model revision immutable and no deviation was recorded;
+* ``EXPLORATORY`` (exit 1): complete and consistent, but not confirmatory (a
+  dirty tree, a prereg that differs from its frozen snapshot or from the
+  recorded commit or was committed after the run started, a recorded
+  deviation, a mutable model revision, a fixture set that cannot be rebuilt);
+* ``TAMPERED`` (exit 2): a file differs from ``manifest.json`` (size or
+  sha256), is missing, or is in the run directory without being listed;
+* ``INCONSISTENT`` (exit 2): the files disagree with one another, with the
+  repository or with the rescorer (the first disagreeing unit is named);
+* usage errors (no such directory, not a run directory, no git repository):
+  one line, exit 4.
+
+The final line names the first offending file and field.  ``--repo`` is the
+git checkout the run was made from (default: the checkout holding RUN_DIR,
+else the suite's own); the prereg, the rescorer and the frozen snapshots are
+read from it at the recorded commit (``git show COMMIT:PATH``), the fixture
+generators from its working tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from ._canonical import FileReadError, read_json_file, sha256_bytes, sha256_json
+from .manifest import MANIFEST_FILE, ManifestError, file_sha256, run_files
+from .protocol import FIXTURES_FILE
+from .provenance import ProvenanceError, check_revision, read_provenance
+from .rundir import PROVENANCE_FILE, REPORT_FILE, SUITE_ROOT
+
+#: The frozen-material snapshot (prereg and fixture-set hashes), relative to the repository root.
+SNAPSHOT_FILE = "snapshots/benchmarks/test_frozen_material.ambr"
+RESCORER_FILE = "rescore.py"
+RESCORER_TIMEOUT = 600
+
+OK, EXPLORATORY, INCONSISTENT, TAMPERED = "ok", "EXPLORATORY", "INCONSISTENT", "TAMPERED"
+VERIFIED = "VERIFIED"
+_RANK = {OK: 0, EXPLORATORY: 1, INCONSISTENT: 2, TAMPERED: 3}
+EXIT = {VERIFIED: 0, EXPLORATORY: 1, INCONSISTENT: 2, TAMPERED: 2}
+USAGE_EXIT = 4
+
+
+class VerifyUsageError(ValueError):
+    """verify was called on something that is not a run directory; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The outcome of one check: ``ok`` or the word it earns, the file and field it is about, and why."""
+
+    word: str
+    check: str
+    detail: str
+    file: str | None = None
+    field: str | None = None
+
+    def line(self) -> str:
+        return f"{self.word:<12} {self.check}: {self.where()}"
+
+    def where(self) -> str:
+        """``FILE: field FIELD: detail`` (the file left out where the detail starts with it)."""
+        named = self.file if self.file and not self.detail.startswith(self.file) else None
+        return ": ".join(filter(None, [named, self.field and f"field {self.field}", self.detail]))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    word: str  # VERIFIED, EXPLORATORY, INCONSISTENT or TAMPERED
+    findings: tuple[Finding, ...]
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT[self.word]
+
+    @property
+    def first(self) -> Finding | None:
+        """The first finding of the worst kind (the one the final line names)."""
+        return next((f for f in self.findings if f.word == self.word), None)
+
+    def final_line(self) -> str:
+        first = self.first
+        return self.word if first is None else f"{self.word}: {first.where()}"
+
+
+# --------------------------------------------------------------------------- git
+
+
+def _git(repo: Path, *args: str, binary: bool = False) -> Any:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, timeout=60, check=False)
+    if done.returncode != 0:
+        return None
+    return done.stdout if binary else done.stdout.decode("utf-8", "replace").strip()
+
+
+def repository_of(path: Path) -> Path | None:
+    top = _git(path, "rev-parse", "--show-toplevel")
+    return Path(top).resolve() if top else None
+
+
+def _parse_time(text: str) -> _dt.datetime | None:
+    try:
+        value = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+
+
+_SNAPSHOT_ENTRY = re.compile(r"^\s*'([^']+)': '([0-9a-f]{64})',?\s*$")
+
+
+def snapshot_hashes(text: str) -> dict[str, dict[str, str]]:
+    """The amber snapshot's sections (``test_preregistrations_are_frozen``, ...) -> key -> sha256."""
+    sections: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    for line in text.splitlines():
+        if line.startswith("# name: "):
+            current = sections.setdefault(line[len("# name: "):].strip(), {})
+        elif current is not None:
+            match = _SNAPSHOT_ENTRY.match(line)
+            if match:
+                current[match.group(1)] = match.group(2)
+    return sections
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+class _Verifier:
+    def __init__(self, run_dir: Path, repo: Path):
+        self.run_dir = run_dir
+        self.repo = repo
+        self.findings: list[Finding] = []
+        self.provenance: Any = None
+        self.summary: dict[str, Any] | None = None
+        self.report_entry: dict[str, Any] | None = None
+        self.fixtures: dict[str, Any] | None = None
+        self.commit: str | None = None
+        self.prereg_path: str | None = None  # relative to the repository
+        self.prereg_bytes: bytes | None = None  # the prereg at the recorded commit
+        self.protocol: Any = None
+
+    def add(self, word: str, check: str, detail: str, file: str | None = None, field: str | None = None) -> None:
+        self.findings.append(Finding(word, check, detail, file, field))
+
+    def read(self, name: str, check: str) -> Any:
+        try:
+            return read_json_file(self.run_dir / name)
+        except FileNotFoundError:
+            self.add(INCONSISTENT, check, f"{name} is missing", name)
+        except FileReadError as exc:
+            self.add(INCONSISTENT, check, str(exc).replace(str(self.run_dir / name), name), name)
+        except OSError as exc:
+            self.add(INCONSISTENT, check, f"{name} cannot be read ({exc.strerror or exc})", name)
+        return None
+
+    # ----------------------------------------------------------------- manifest
+
+    def check_manifest(self) -> None:
+        check = "manifest"
+        manifest = self.read(MANIFEST_FILE, check)
+        if manifest is None:
+            if not os.path.lexists(self.run_dir / MANIFEST_FILE):
+                self.findings[-1] = Finding(INCONSISTENT, check, f"{MANIFEST_FILE} is missing: the session did not "
+                                            "finish (resume it with the same --run-id)", MANIFEST_FILE)
+            return
+        files = manifest.get("files") if isinstance(manifest, dict) else None
+        if not isinstance(files, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str)
+                                                  and isinstance(e.get("size"), int)
+                                                  and isinstance(e.get("sha256"), str) for e in files):
+            self.add(TAMPERED, check, "not a manifest (a 'files' list of path, size and sha256)", MANIFEST_FILE, "files")
+            return
+        listed = {e["path"]: e for e in files}
+        bad = False
+        for path, entry in listed.items():
+            target = self.run_dir / path
+            if Path(path).is_absolute() or ".." in Path(path).parts:
+                self.add(TAMPERED, check, f"lists {path!r}, outside the run directory", MANIFEST_FILE, "files")
+                bad = True
+                continue
+            if not os.path.lexists(target):
+                self.add(TAMPERED, check, "listed in manifest.json but missing", path)
+                bad = True
+                continue
+            try:
+                size, digest = file_sha256(target)
+            except (OSError, ManifestError) as exc:
+                self.add(TAMPERED, check, f"cannot be read as a regular file ({exc})", path)
+                bad = True
+                continue
+            if size != entry["size"]:
+                self.add(TAMPERED, check, f"{size} bytes, manifest.json says {entry['size']}", path, "size")
+                bad = True
+            elif digest != entry["sha256"]:
+                self.add(TAMPERED, check, f"sha256 {digest[:12]}, manifest.json says {entry['sha256'][:12]}", path,
+                         "sha256")
+                bad = True
+        try:
+            present = [p.relative_to(self.run_dir).as_posix() for p in run_files(self.run_dir)]
+        except (ManifestError, OSError) as exc:
+            self.add(TAMPERED, check, str(exc))
+            return
+        for path in present:
+            if path not in listed:
+                self.add(TAMPERED, check, "in the run directory but not in manifest.json", path)
+                bad = True
+        if not bad:
+            self.add(OK, check, f"{len(listed)} files match their size and sha256")
+
+    # ----------------------------------------------------------------- the run's own files
+
+    def check_records_of_the_run(self) -> None:
+        check = "run files"
+        try:
+            self.provenance = read_provenance(self.run_dir / PROVENANCE_FILE)
+        except ProvenanceError as exc:
+            self.add(INCONSISTENT, check, str(exc).replace(str(self.run_dir) + "/", ""), PROVENANCE_FILE)
+            return
+        if self.provenance is None:
+            self.add(INCONSISTENT, check, f"{PROVENANCE_FILE} is missing", PROVENANCE_FILE)
+            return
+        prov = self.provenance
+        before = len(self.findings)
+        protocol = self.run_dir.parent.name
+        if prov.protocol != protocol or prov.run_id != self.run_dir.name:
+            self.add(INCONSISTENT, check, f"names run {prov.protocol}/{prov.run_id}, the directory is "
+                     f"{protocol}/{self.run_dir.name}", PROVENANCE_FILE, "run_id")
+        report = self.read(REPORT_FILE, check)
+        if report is not None:
+            entry = (((report.get("benchmark") or {}).get("protocols") or {}).get(protocol)
+                     if isinstance(report, dict) else None)
+            if not isinstance(entry, dict):
+                self.add(INCONSISTENT, check, f"holds no verdict of {protocol!r}", REPORT_FILE, "benchmark.protocols")
+            else:
+                self.report_entry = entry
+                if entry.get("status") != "complete":
+                    problems = "; ".join(map(str, entry.get("problems") or [])) or "no completeness check ran"
+                    self.add(INCONSISTENT, check, f"the run is {entry.get('status')!r}: {problems}", REPORT_FILE,
+                             "status")
+                recorded = (entry.get("provenance") or {}).get("prereg_sha256")
+                if recorded != prov.prereg_sha256:
+                    self.add(INCONSISTENT, check, f"prereg_sha256 {str(recorded)[:12]} != provenance.json's "
+                             f"{prov.prereg_sha256[:12]}", REPORT_FILE, "provenance.prereg_sha256")
+        summary = self.read("summary.json", check)
+        if isinstance(summary, dict):
+            self.summary = summary
+            if summary.get("prereg_sha256") != prov.prereg_sha256:
+                self.add(INCONSISTENT, check, f"prereg_sha256 {str(summary.get('prereg_sha256'))[:12]} != "
+                         f"provenance.json's {prov.prereg_sha256[:12]}", "summary.json", "prereg_sha256")
+            if summary.get("fixtures_sha256") != dict(prov.fixtures_sha256):
+                self.add(INCONSISTENT, check, "fixtures_sha256 differs from provenance.json's", "summary.json",
+                         "fixtures_sha256")
+            if self.report_entry is not None:
+                labels = {name: (c.get("outcome") or {}).get("label")
+                          for name, c in (self.report_entry.get("classifications") or {}).items()}
+                for name, label in labels.items():
+                    if (summary.get("classifications") or {}).get(name) != label:
+                        self.add(INCONSISTENT, check, f"{name} = {(summary.get('classifications') or {}).get(name)!r}"
+                                 f", report.json says {label!r}", "summary.json", f"classifications.{name}")
+        elif summary is not None:
+            self.add(INCONSISTENT, check, "not a JSON object", "summary.json")
+        fixtures = self.read(FIXTURES_FILE, check)
+        if fixtures is not None:
+            sets = fixtures.get("sets") if isinstance(fixtures, dict) else None
+            if not isinstance(sets, dict):
+                self.add(INCONSISTENT, check, "holds no 'sets' object", FIXTURES_FILE, "sets")
+            else:
+                self.fixtures = sets
+                if sorted(sets) != sorted(prov.fixtures_sha256):
+                    self.add(INCONSISTENT, check, f"sets {sorted(sets)}, provenance.json records "
+                             f"{sorted(prov.fixtures_sha256)}", FIXTURES_FILE, "sets")
+                for name, entry in sorted(sets.items()):
+                    rows = entry.get("records") if isinstance(entry, dict) else None
+                    digest = sha256_json(rows)
+                    if not isinstance(entry, dict) or entry.get("sha256") != digest:
+                        self.add(INCONSISTENT, check, f"set {name}: its records hash to {digest[:12]}, not to its "
+                                 "recorded sha256", FIXTURES_FILE, f"sets.{name}.sha256")
+                    elif prov.fixtures_sha256.get(name) not in (None, digest):
+                        self.add(INCONSISTENT, check, f"set {name}: sha256 {digest[:12]} != provenance.json's "
+                                 f"{prov.fixtures_sha256[name][:12]}", PROVENANCE_FILE, f"fixtures_sha256.{name}")
+        if len(self.findings) == before:
+            self.add(OK, check, "report, summary, fixtures and provenance agree on the prereg and fixture hashes")
+
+    # ----------------------------------------------------------------- the repository
+
+    def check_repository(self) -> None:
+        prov = self.provenance
+        if prov is None:
+            return
+        check = "git"
+        commit, dirty = prov.git.get("commit"), prov.git.get("dirty")
+        if not commit or _git(self.repo, "cat-file", "-e", f"{commit}^{{commit}}") is None:
+            self.add(INCONSISTENT, check, f"commit {commit!r} is not in the repository {self.repo} (fetch it, or "
+                     "pass --repo PATH of the checkout the run was made from)", PROVENANCE_FILE, "git.commit")
+            return
+        self.commit = commit
+        if dirty is not False:
+            self.add(EXPLORATORY, check, f"the checkout had uncommitted changes when the run started "
+                     f"(git.dirty = {dirty!r})", PROVENANCE_FILE, "git.dirty")
+        else:
+            self.add(OK, check, f"commit {commit[:12]} exists and the tree was clean")
+
+        check = "prereg"
+        path = Path(prov.prereg_path)
+        if path.is_absolute():
+            try:
+                path = path.resolve().relative_to(self.repo)
+            except ValueError:
+                self.add(INCONSISTENT, check, f"{prov.prereg_path} is outside the repository {self.repo}",
+                         PROVENANCE_FILE, "prereg_path")
+                return
+        self.prereg_path = path.as_posix()
+        data = _git(self.repo, "show", f"{commit}:{self.prereg_path}", binary=True)
+        if data is None:
+            self.add(EXPLORATORY, check, f"{self.prereg_path} is not in commit {commit[:12]}: it was never committed "
+                     "before the run", PROVENANCE_FILE, "prereg_path")
+            return
+        self.prereg_bytes = data
+        committed = sha256_bytes(data)
+        before = len(self.findings)
+        if committed != prov.prereg_sha256:
+            self.add(EXPLORATORY, check, f"the run read a prereg with sha256 {prov.prereg_sha256[:12]}, commit "
+                     f"{commit[:12]} holds {committed[:12]}", PROVENANCE_FILE, "prereg_sha256")
+        when = _git(self.repo, "log", "-1", "--format=%cI", commit, "--", self.prereg_path)
+        committed_at, started = _parse_time(when or ""), _parse_time(prov.started_at)
+        if committed_at is None or started is None:
+            self.add(EXPLORATORY, check, f"cannot compare the prereg's commit time {when!r} with the run's start "
+                     f"{prov.started_at!r}", PROVENANCE_FILE, "started_at")
+        elif committed_at > started:
+            self.add(EXPLORATORY, check, f"{self.prereg_path} was last committed at {when}, after the run started "
+                     f"at {prov.started_at}", PROVENANCE_FILE, "started_at")
+        snapshot = _git(self.repo, "show", f"{commit}:{SNAPSHOT_FILE}")
+        frozen = snapshot_hashes(snapshot or "")
+        preregs = frozen.get("test_preregistrations_are_frozen", {})
+        if self.prereg_path not in preregs:
+            self.add(EXPLORATORY, check, f"{self.prereg_path} is not frozen in {SNAPSHOT_FILE} at commit "
+                     f"{commit[:12]}", SNAPSHOT_FILE, self.prereg_path)
+        elif preregs[self.prereg_path] != prov.prereg_sha256:
+            self.add(EXPLORATORY, check, f"the frozen sha256 {preregs[self.prereg_path][:12]} differs from the run's "
+                     f"{prov.prereg_sha256[:12]}", SNAPSHOT_FILE, self.prereg_path)
+        for name, digest in sorted(prov.fixtures_sha256.items()):
+            frozen_set = frozen.get("test_fixture_sets_are_frozen", {}).get(name)
+            if frozen_set is not None and frozen_set != digest:
+                self.add(EXPLORATORY, check, f"fixture set {name}: frozen sha256 {frozen_set[:12]} differs from the "
+                         f"run's {digest[:12]}", SNAPSHOT_FILE, name)
+        if len(self.findings) == before:
+            self.add(OK, check, f"{self.prereg_path} at {commit[:12]} is the one the run read, committed at {when} "
+                     f"before the run started ({prov.started_at}) and frozen in the snapshot")
+
+    # ----------------------------------------------------------------- fixtures, rebuilt
+
+    def _load_protocol(self) -> Any:
+        if self.prereg_path is None:
+            raise LookupError("the protocol's folder in the repository is unknown (no usable prereg path or commit)")
+        folder = (self.repo / self.prereg_path).parent
+        parts = [folder.name]
+        top = folder
+        while (top.parent / "__init__.py").is_file():
+            top = top.parent
+            parts.insert(0, top.name)
+        root = str(top.parent)
+        if root not in sys.path:
+            sys.path.insert(0, root)
+        module = importlib.import_module(".".join(parts) + ".protocol")
+        return module.PROTOCOL
+
+    def check_fixtures(self) -> None:
+        prov = self.provenance
+        if prov is None or self.fixtures is None:
+            return
+        check = "fixtures"
+        rebuilt: dict[str, Any] = {}
+        unregistered = []
+        try:
+            from fixtures import FIXTURE_SETS
+        except ImportError:
+            FIXTURE_SETS = {}
+        for name in sorted(self.fixtures):
+            if name in FIXTURE_SETS:
+                rebuilt[name] = sha256_json(FIXTURE_SETS[name]())
+            else:
+                unregistered.append(name)
+        problem = None
+        if unregistered:
+            try:
+                self.protocol = self._load_protocol()
+                rebuilt.update(self._rebuild_through_protocol(unregistered))
+            except Exception as exc:  # the protocol cannot be rebuilt here: say so in one line
+                problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        before = len(self.findings)
+        for name in sorted(self.fixtures):
+            recorded = prov.fixtures_sha256.get(name)
+            if name not in rebuilt:
+                why = problem or ("its generator is neither in fixtures.FIXTURE_SETS nor produced by the protocol "
+                                  "with the run's settings")
+                self.add(EXPLORATORY, check, f"set {name} was not rebuilt ({why})", FIXTURES_FILE, f"sets.{name}")
+            elif rebuilt[name] != recorded:
+                self.add(INCONSISTENT, check, f"set {name} rebuilt from its generator hashes to {rebuilt[name][:12]}, "
+                         f"the run recorded {str(recorded)[:12]}", FIXTURES_FILE, f"sets.{name}")
+        if len(self.findings) == before:
+            self.add(OK, check, f"{len(rebuilt)} fixture sets rebuilt from their generators and seeds match")
+
+    def _rebuild_through_protocol(self, names: Iterable[str]) -> dict[str, str]:
+        """The hashes of the protocol's own fixture sets, built afresh with the run's model, device and settings
+        (only when the protocol's default options give the recorded settings)."""
+        from .protocol import ProtocolRun
+        from .rundir import Run
+
+        protocol, prov = self.protocol, self.provenance
+        identity = dict(prov.identity)
+        with tempfile.TemporaryDirectory(prefix="preregbench-verify-") as scratch:
+            run = ProtocolRun(protocol, Run(protocol.name, prov.run_id, Path(scratch), prov.started_at, protocol.folder),
+                              model=identity.get("model"), device=identity.get("device"),
+                              revision=identity.get("revision"))
+            if json.loads(json.dumps(run.settings_record)) != identity.get("settings"):
+                return {}
+            hashes = run.fixture_hashes
+        return {name: hashes[name] for name in names if name in hashes}
+
+    # ----------------------------------------------------------------- the rescorer
+
+    def check_rescorer(self) -> None:
+        prov = self.provenance
+        if prov is None or self.summary is None:
+            return
+        check = "rescorer"
+        folder = Path(self.prereg_path).parent.as_posix() if self.prereg_path else None
+        with tempfile.TemporaryDirectory(prefix="preregbench-rescore-") as scratch:
+            script, prereg = Path(scratch) / RESCORER_FILE, Path(scratch) / "prereg.toml"
+            source = _git(self.repo, "show", f"{self.commit}:{folder}/{RESCORER_FILE}", binary=True) \
+                if self.commit and folder else None
+            if source is None:
+                self.add(INCONSISTENT, check, f"{folder}/{RESCORER_FILE} is not in commit "
+                         f"{str(self.commit)[:12]}; every protocol ships a rescorer", RESCORER_FILE)
+                return
+            script.write_bytes(source)
+            if self.prereg_bytes is None:
+                self.add(INCONSISTENT, check, "no committed prereg to rescore with", PROVENANCE_FILE, "prereg_path")
+                return
+            prereg.write_bytes(self.prereg_bytes)
+            try:
+                done = subprocess.run([sys.executable, "-S", "-I", str(script), str(self.run_dir.resolve()),
+                                       "--prereg", str(prereg)], capture_output=True, text=True, cwd="/",
+                                      timeout=RESCORER_TIMEOUT, check=False)
+            except subprocess.TimeoutExpired:
+                self.add(INCONSISTENT, check, f"did not finish within {RESCORER_TIMEOUT} s", RESCORER_FILE)
+                return
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        if done.returncode not in (0, 1):
+            self.add(INCONSISTENT, check, f"exit status {done.returncode}: {lines[-1] if lines else 'no message'}",
+                     RESCORER_FILE)
+            return
+        try:
+            out = json.loads(done.stdout)
+        except ValueError:
+            out = None
+        if not isinstance(out, dict) or not isinstance(out.get("disagreements"), list) or "classification" not in out:
+            self.add(INCONSISTENT, check, "printed no JSON object with 'classification' and 'disagreements'",
+                     RESCORER_FILE)
+            return
+        if out["disagreements"]:
+            first = out["disagreements"][0]
+            first = first if isinstance(first, dict) else {"unit": first}
+            count = len(out["disagreements"])
+            self.add(INCONSISTENT, check, f"unit {first.get('unit')!r}: recorded {first.get('recorded')!r}, recomputed "
+                     f"{first.get('recomputed')!r} (the first of {count} disagreement{'s' if count > 1 else ''})",
+                     self._ledger_name(), str(first.get("field")))
+            return
+        name = self._primary_classification()
+        recorded = (self.summary.get("classifications") or {}).get(name) if name else None
+        if name is None or out["classification"] != recorded:
+            self.add(INCONSISTENT, check, f"derives {out['classification']!r}, the run recorded "
+                     f"{name} = {recorded!r}", "summary.json", f"classifications.{name}")
+            return
+        self.add(OK, check, f"no disagreement; derives {name} = {recorded}")
+
+    def _ledger_name(self) -> str:
+        records = (self.summary or {}).get("records")
+        return records.get("file", "records.jsonl") if isinstance(records, dict) else "records.jsonl"
+
+    def _primary_classification(self) -> str | None:
+        if self.protocol is None:
+            try:
+                self.protocol = self._load_protocol()
+            except Exception:
+                self.protocol = None
+        if self.protocol is not None:
+            return next(iter(self.protocol.classifications.values())).name
+        names = sorted((self.summary or {}).get("classifications") or {})
+        return names[0] if len(names) == 1 else None
+
+    # ----------------------------------------------------------------- confirmatory
+
+    def check_confirmatory(self) -> None:
+        prov = self.provenance
+        if prov is None:
+            return
+        revision = prov.model.get("revision")
+        try:
+            check_revision(str(revision or ""))
+            self.add(OK, "model", f"{prov.model.get('id')} at immutable revision {revision}")
+        except ProvenanceError:
+            self.add(EXPLORATORY, "model", f"revision {revision!r} is mutable (not a 40-hex commit sha or a "
+                     "sha256 content hash)", PROVENANCE_FILE, "model.revision")
+        raw = read_json_file(self.run_dir / PROVENANCE_FILE)
+        deviations = raw.get("deviations") if "deviations" in raw else (raw.get("extra") or {}).get("deviations")
+        if deviations:
+            listed = "; ".join(map(str, deviations)) if isinstance(deviations, list) else str(deviations)
+            self.add(EXPLORATORY, "deviations", f"the run recorded deviations: {listed}", PROVENANCE_FILE, "deviations")
+        else:
+            self.add(OK, "deviations", "none recorded")
+
+    def run(self) -> Outcome:
+        self.check_manifest()
+        self.check_records_of_the_run()
+        self.check_repository()
+        self.check_fixtures()
+        self.check_rescorer()
+        self.check_confirmatory()
+        worst = max((f.word for f in self.findings), key=_RANK.__getitem__, default=OK)
+        return Outcome(VERIFIED if worst == OK else worst, tuple(self.findings))
+
+
+def verify(run_dir: str | os.PathLike[str], repo: str | os.PathLike[str] | None = None) -> Outcome:
+    """Every check of ``run_dir``; :class:`VerifyUsageError` when it is not a run directory or no repository is found."""
+    folder = Path(run_dir)
+    if not os.path.lexists(folder):
+        raise VerifyUsageError(f"{folder}: no such directory; pass RESULTS_DIR/PROTOCOL/RUN_ID")
+    if folder.is_symlink() or not folder.is_dir():
+        raise VerifyUsageError(f"{folder}: not a directory (a run directory is a real directory "
+                               "RESULTS_DIR/PROTOCOL/RUN_ID)")
+    if not any(os.path.lexists(folder / name) for name in (PROVENANCE_FILE, MANIFEST_FILE, REPORT_FILE)):
+        raise VerifyUsageError(f"{folder}: not a run directory (no {PROVENANCE_FILE}, {MANIFEST_FILE} or "
+                               f"{REPORT_FILE}); pass RESULTS_DIR/PROTOCOL/RUN_ID")
+    folder = folder.resolve()
+    if repo is not None:
+        checkout = repository_of(Path(repo)) if Path(repo).is_dir() else None
+        if checkout is None:
+            raise VerifyUsageError(f"--repo {repo}: not a git checkout; pass the checkout the run was made from")
+    else:
+        checkout = repository_of(folder) or repository_of(SUITE_ROOT)
+        if checkout is None:
+            raise VerifyUsageError(f"{folder}: no git checkout holds it; pass --repo PATH of the checkout the run "
+                                   "was made from")
+    return _Verifier(folder, checkout).run()
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit status 4
+        raise VerifyUsageError(message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _Parser(prog="preregbench verify", add_help=True,
+                     description="Check a finished run: manifest, hashes, repository, fixtures, rescorer.")
+    parser.add_argument("run_dir", help="RESULTS_DIR/PROTOCOL/RUN_ID")
+    parser.add_argument("--repo", default=None, help="the git checkout the run was made from "
+                        "(default: the one holding RUN_DIR)")
+    try:
+        args = parser.parse_args(argv)
+        outcome = verify(args.run_dir, args.repo)
+    except VerifyUsageError as exc:
+        print(f"preregbench verify: {exc}", file=sys.stderr)
+        return USAGE_EXIT
+    for finding in outcome.findings:
+        print(finding.line())
+    print(outcome.final_line())
+    return outcome.exit_status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
