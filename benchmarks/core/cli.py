@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-COMMANDS = {"new": "benchmarks.core.new"}
+COMMANDS = {"new": "benchmarks.core.new", "report": "benchmarks.core.report"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,7 +17,9 @@ def main(argv: list[str] | None = None) -> int:
         if args and args[0] not in ("-h", "--help"):
             print(f"preregbench: unknown command {args[0]!r}; commands: {known}", file=sys.stderr)
             return 2
-        print(f"usage: preregbench COMMAND ...\ncommands: {known}\n  new NAME   write a runnable protocol skeleton")
+        print(f"usage: preregbench COMMAND ...\ncommands: {known}\n  new NAME   write a runnable protocol skeleton\n"
+              "  report RUN_DIR [--format html|md|both]   render a run's report.html / report.md\n"
+              "  report --index RESULTS_DIR               render index.html of every run under RESULTS_DIR")
         return 0
     import importlib
 

@@ -748,6 +748,11 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
     def result_files(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]):
         return {BASELINES_FILE: lambda: self.baselines(run)}
 
+    def report_figures(self, run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
+        from .figures import report_figures
+
+        return report_figures(run_dir, summary)
+
     def summary(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
         return {
             "sensitivity": sensitivity_grid(measured),

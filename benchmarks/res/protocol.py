@@ -283,6 +283,11 @@ class ResProtocol(Protocol[ResUnit, ResRecord]):
     def metrics(self, run: ProtocolRun, records: Sequence[ResRecord]) -> dict[str, Any]:
         return metrics(records)
 
+    def report_figures(self, run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
+        from .figures import report_figures
+
+        return report_figures(run_dir, summary)
+
     def summary(self, run: ProtocolRun, records: Sequence[ResRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
         sets = self._sets(run)
         return {
