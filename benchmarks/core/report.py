@@ -363,7 +363,7 @@ def _draw(protocol: Any, run_dir: Path, summary: Mapping[str, Any], notes: list[
 
             buffer = io.BytesIO()
             with matplotlib.rc_context({"svg.hashsalt": "preregbench", "svg.fonttype": "path"}):
-                item.figure.savefig(buffer, format="svg", metadata={"Date": None})
+                item.figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
             stem = _FIGURE_NAME.sub("_", item.name).strip("._") or "figure"
             while stem in seen:
                 stem += "_"

@@ -49,12 +49,14 @@ def report_figures(run_dir: Path, summary: Mapping[str, Any]) -> list[Figure]:
         rows = [r for r in records if r.get("condition") == condition]
         table = [[sum(1 for r in rows if r.get("logit_choice") == logit and (r.get("parsed") or "unparsed") == generated)
                   for generated in columns] for logit in LABELS]
-        ax.imshow(table, cmap="Blues", vmin=0, vmax=max(1, max(max(t) for t in table)))
+        ax.pcolormesh(range(len(columns) + 1), range(len(LABELS) + 1), table, cmap="Blues", vmin=0,
+                      vmax=max(1, max(max(t) for t in table)), edgecolors="white")
+        ax.invert_yaxis()
         for i, row in enumerate(table):
             for j, count in enumerate(row):
-                ax.text(j, i, str(count), ha="center", va="center", fontsize=11)
-        ax.set_xticks(range(len(columns)), [f"gen {c}" for c in columns])
-        ax.set_yticks(range(len(LABELS)), [f"logit {c}" for c in LABELS])
+                ax.text(j + 0.5, i + 0.5, str(count), ha="center", va="center", fontsize=11)
+        ax.set_xticks([j + 0.5 for j in range(len(columns))], [f"gen {c}" for c in columns])
+        ax.set_yticks([i + 0.5 for i in range(len(LABELS))], [f"logit {c}" for c in LABELS])
         agreement = (summary.get("metrics") or {}).get(f"{condition}.agreement")
         ax.set_title(f"{condition}\nagreement {agreement:.3f}" if isinstance(agreement, (int, float)) else condition)
     fig.suptitle("Logit choice against the parsed generated answer")
