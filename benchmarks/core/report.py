@@ -313,6 +313,9 @@ def load_run(run_dir: str | Path, *, figures: bool = True) -> RunView:
     report = _read(run_dir / "report.json", required=False)
     entry = _benchmark_entry(report, name)
     notes: list[str] = []
+    if protocol is None:
+        notes.append(f"the protocol benchmarks.{name} cannot be imported here: the rules are shown as the run's tests "
+                     "recorded them, without figures")
     if report is None:
         notes.append("report.json is missing: the outcomes of the tests (completeness among them) are unknown")
     completeness = []
@@ -557,8 +560,8 @@ def render_html(view: RunView) -> str:
 
 def _md(value: Any) -> str:
     """Text safe inside a Markdown table cell or paragraph: HTML escaped, Markdown punctuation neutralised."""
-    text = html.escape(" ".join(str(value).split()), quote=True)
-    return re.sub(r"([\\`*_\[\]|<>#!~])", r"\\\1", text)
+    text = html.escape(" ".join(str(value).split()), quote=False)  # no raw tag survives: & < > become entities
+    return re.sub(r"([\\`*_\[\]|!~])", r"\\\1", text)
 
 
 def render_md(view: RunView) -> str:
