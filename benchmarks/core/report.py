@@ -471,8 +471,13 @@ ul.conds{margin:0;padding-left:1.1rem}
 """
 
 
+def _text(value: Any) -> str:
+    """``str(value)`` with lone surrogates (which UTF-8 cannot hold) spelled as ``\\udXXX`` escapes."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(_text(value), quote=True)
 
 
 def render_html(view: RunView) -> str:
@@ -560,7 +565,7 @@ def render_html(view: RunView) -> str:
 
 def _md(value: Any) -> str:
     """Text safe inside a Markdown table cell or paragraph: HTML escaped, Markdown punctuation neutralised."""
-    text = html.escape(" ".join(str(value).split()), quote=False)  # no raw tag survives: & < > become entities
+    text = html.escape(" ".join(_text(value).split()), quote=False)  # no raw tag survives: & < > become entities
     return re.sub(r"([\\`*_\[\]|!~])", r"\\\1", text)
 
 

@@ -48,7 +48,7 @@ def _records_res(rng: random.Random) -> list[dict[str, Any]]:
 
 def _records_cwr(rng: random.Random) -> list[dict[str, Any]]:
     out = []
-    for pair in ("PAIR-A-01", "PAIR-A-01~r1", "PAIR-B-02"):
+    for pair in ("PAIR-A-01", "PAIR-A-01~r1", "PAIR-B-02", f"PAIR-{HOSTILE}--><script>alert(3)</script>"):
         for condition in ("F", "C"):
             out.append({"item_id": f"{condition}:{pair}", "condition": condition, "pair_id": pair,
                         "correct": rng.random() < 0.6, "generation": HOSTILE})

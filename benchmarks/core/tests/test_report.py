@@ -126,8 +126,11 @@ def test_hostile_strings_render_as_text_and_nothing_is_fetched(tmp_path: Path, n
     assert html.escape("</script>") in md
     figures = sorted(p for p in written if p.suffix == ".svg")
     assert len(figures) == FIGURE_COUNT[name]
-    for path in figures:
+    for path in figures:  # an SVG file opened on its own is a document: hostile tick labels stay inert there too
         assert f"]({FIGURES_DIR}/{path.name})" in md
+        svg = path.read_text()
+        assert "<script" not in svg and "<img" not in svg
+        assert not [e for e in ET.fromstring(svg).iter() if e.tag.rsplit("}", 1)[-1] in ("script", "foreignObject", "image")]
 
 
 def test_a_non_preregistered_model_is_stated_at_the_top(tmp_path: Path, name: str) -> None:
@@ -232,3 +235,13 @@ def test_preregbench_dispatches_report(tmp_path: Path, capsys: pytest.CaptureFix
     assert cli(["report", "--format", "svg", str(tmp_path)]) == 4
     assert "--format 'svg' is not valid" in capsys.readouterr().err
     assert cli([]) == 0 and "report RUN_DIR" in capsys.readouterr().out
+
+
+def test_a_lone_surrogate_is_written_as_an_escape(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, "ladder")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["deviations"].append("torn \ud800 text")
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    write_reports(run_dir)
+    assert "torn \\ud800 text" in (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "torn \\\\ud800 text" in (run_dir / "report.md").read_text(encoding="utf-8")  # the backslash escaped
