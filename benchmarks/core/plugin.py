@@ -392,6 +392,8 @@ class _Reporter:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.state = config.stash[_STATE]
+        self.readable: list[Path] = []  # run directories whose report.json this session wrote
+        self.report_problems: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = {k: v for k, v in report.user_properties if isinstance(k, str)}
@@ -435,6 +437,7 @@ class _Reporter:
         summary = self.summary()
         report = getattr(getattr(self.config, "_json_report", None), "report", None)
         unwritable = {str(self.state.results_dir / name / self.state.run_id) for name in self.state.unwritable}
+        written: dict[Path, dict[str, Any]] = {}
         for entry in summary["protocols"].values():
             target = Path(entry["run_dir"]) / REPORT_FILE
             if report is None or entry["run_dir"] in unwritable:
@@ -447,10 +450,33 @@ class _Reporter:
             except (FileWriteError, ValueError) as exc:  # no space left even for the verdict: say so, no traceback
                 entry["problems"].append(f"the verdict was not written: {exc}")
                 continue
-            try:  # last: the size and sha256 of every file the run wrote, report.json included
-                write_manifest(Path(entry["run_dir"]))
+            self.readable.append(Path(entry["run_dir"]))
+            written[Path(entry["run_dir"])] = entry
+        self._write_readable_reports()
+        for run_dir, entry in written.items():
+            try:  # last: the size and sha256 of every file the run wrote, report.json and the reports included
+                write_manifest(run_dir)
             except (FileWriteError, ManifestError, OSError) as exc:
                 entry["problems"].append(f"{MANIFEST_FILE} was not written: {exc}")
+
+    def _write_readable_reports(self) -> None:
+        """``report.html`` and ``report.md`` of each run whose ``report.json`` was just written, then the results
+        folder's ``index.html`` (before any file that lists the run's files).  A report that cannot be rendered
+        leaves the verdict and the run's JSON files as they are; the terminal summary names the problem."""
+        from .report import RunNotFinished, write_index, write_reports
+
+        for run_dir in self.readable:
+            try:
+                write_reports(run_dir)
+            except RunNotFinished:  # no results to show: report.json says why
+                continue
+            except Exception as exc:  # never a traceback, never a changed verdict
+                self.report_problems.append(f"{run_dir}: report not rendered: {type(exc).__name__}: {_line(exc)}")
+        if self.readable:
+            try:
+                write_index(self.state.results_dir)
+            except Exception as exc:
+                self.report_problems.append(f"{self.state.results_dir}: index not rendered: {type(exc).__name__}: {_line(exc)}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         summary = self.summary()
@@ -480,6 +506,14 @@ class _Reporter:
                     f"runner sha256 {prov['runner_sha256'][:12]}; git {str(git.get('commit'))[:12]}{dirty}"
                 )
             tr.write_line(f"  results: {entry['run_dir']}")
+            if Path(entry["run_dir"]) in self.readable and (Path(entry["run_dir"]) / "report.html").is_file():
+                tr.write_line(f"  report: {Path(entry['run_dir']) / 'report.html'}")
+        for problem in self.report_problems:
+            tr.write_line(f"report problem: {problem}")
+
+
+def _line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
 
 
 def _protocol_summary(state: _State, protocol: str) -> dict[str, Any]:

@@ -128,7 +128,8 @@ class Protocol(Generic[U, R]):
       undefined instead of breaking the run;
     * ``title``: the name used in messages (default: the folder name);
     * ``summary_file``: where the summary goes (default ``summary.json``);
-    * ``figures``: file names of the figures :meth:`write_figures` writes.
+    * ``figures``: file names of the figures :meth:`write_figures` writes (the reports' figures come from
+      :meth:`report_figures`).
 
     Methods a subclass overrides are grouped below: settings, units, measurement, results.
     """
@@ -339,6 +340,12 @@ class Protocol(Generic[U, R]):
 
     def write_figures(self, run: "ProtocolRun", records: Sequence[R], measured: Mapping[str, Any]) -> None:
         """Write the files named in ``figures`` into the run directory."""
+
+    def report_figures(self, run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
+        """The figures of the run's ``report.html`` and ``report.md``: a list of
+        :class:`benchmarks.core.report.Figure`, drawn from the files of the finished run directory ``run_dir``
+        (its summary is ``summary``) with :func:`benchmarks.core.report.pyplot`.  Default: none."""
+        return []
 
 
 def finite(values: Mapping[str, Any]) -> dict[str, float]:

@@ -758,6 +758,11 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         items = run.fixture_sets[self.spec.measurement.fixture_set]
         return write_grading(run.dir, run.units, items, self.pairs())
 
+    def report_figures(self, run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
+        from .figures import report_figures
+
+        return report_figures(run_dir, summary)
+
     def summary(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
         return {
             "sensitivity": sensitivity_grid(measured),

@@ -632,6 +632,11 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
         s = run.settings
         return GateRow(s.folder_name, s.rung, s.state.name, s.state.variant, s.seed, judge(measured))
 
+    def report_figures(self, run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
+        from .figures import report_figures
+
+        return report_figures(run_dir, summary)
+
     def summary(self, run: ProtocolRun, records: Sequence[UnitRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
         return {"probe": run.settings.folder_name, "gate_row": self.gate_row(run, measured).as_dict(),
                 "analysis_files": list(self.result_files(run, records, measured))}

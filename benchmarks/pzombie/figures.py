@@ -38,9 +38,40 @@ def _sd(values: Sequence[float]) -> float:
 def write_figures(run_dir: Path, records: Sequence[PzRecord], values: Mapping[str, Any], scale: str) -> list[Path]:
     """Draw both figures from the records; returns the written paths."""
     plt = _pyplot()
+    written = []
+    for name, fig in zip(FIGURES, draw_figures(records, values, scale)):
+        path = run_dir / name
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def report_figures(run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
+    """Both figures for the run's report (:meth:`Protocol.report_figures`), drawn from its ledger and summary."""
+    from benchmarks.core import read_ledger
+    from benchmarks.core.report import Figure
+
+    records = read_ledger(run_dir / "records.jsonl", PzRecord)
+    scale = str((summary.get("settings") or {}).get("scale", ""))
+    values = {k: (math.nan if v is None else v) for k, v in (summary.get("metrics") or {}).items()}
+    first, second = draw_figures(records, values, scale)
+    return [
+        Figure("zone_entropy_by_category", "Zone entropy by category", first,
+               "Mean zone entropy H per category and preset (last step), error bars one standard deviation; "
+               "the dashed line is the maximum log2 of the number of zones."),
+        Figure("entropy_vs_td", "Zone entropy against token diversity", second,
+               "H against the input's token diversity TD per prompt, one panel per preset, with the least-squares "
+               "line and R squared."),
+    ]
+
+
+def draw_figures(records: Sequence[PzRecord], values: Mapping[str, Any], scale: str) -> list[Any]:
+    """The two figures (matplotlib figures, not yet saved) from the records and the metrics."""
+    plt = _pyplot()
     presets = list(PRESET_PREFIX)
     ok = [r for r in records if r.error is None and r.zone_entropy is not None]
-    written = []
+    drawn = []
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     width = 0.8 / len(presets)
@@ -57,10 +88,7 @@ def write_figures(run_dir: Path, records: Sequence[PzRecord], values: Mapping[st
     ax.set_title(f"P-Zombie {scale}: zone entropy by category (mean +/- 1 sd)")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    path = run_dir / FIGURES[0]
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    drawn.append(fig)
 
     fig, axes = plt.subplots(1, len(presets), figsize=(5.0 * len(presets), 4.2), squeeze=False)
     for ax, preset in zip(axes[0], presets):
@@ -80,8 +108,5 @@ def write_figures(run_dir: Path, records: Sequence[PzRecord], values: Mapping[st
         ax.legend(fontsize=8)
     fig.suptitle(f"P-Zombie {scale}: zone entropy against token diversity")
     fig.tight_layout()
-    path = run_dir / FIGURES[1]
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
-    return written
+    drawn.append(fig)
+    return drawn

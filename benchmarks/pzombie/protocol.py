@@ -550,6 +550,11 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
 
         write_figures(run.dir, records, measured, run.settings.scale)
 
+    def report_figures(self, run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
+        from .figures import report_figures
+
+        return report_figures(run_dir, summary)
+
 
 def aggregate(records: Sequence[PzRecord]) -> dict[str, Any]:
     """``aggregate.json``: per preset, the counts and one row per prompt (the original's aggregate file)."""

@@ -291,6 +291,11 @@ class ResProtocol(Protocol[ResUnit, ResRecord]):
             out[f"{condition}.generated_accuracy"] = {r.item_id: r.parsed == r.ideal for r in rows}
         return out
 
+    def report_figures(self, run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
+        from .figures import report_figures
+
+        return report_figures(run_dir, summary)
+
     def summary(self, run: ProtocolRun, records: Sequence[ResRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
         sets = self._sets(run)
         return {
