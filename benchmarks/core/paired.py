@@ -171,6 +171,10 @@ def tango_statistic(b: float, c: float, n: float, delta: float) -> float:
     _tango_args(b, c, n)
     if not -1.0 <= delta <= 1.0:
         raise ValueError(f"delta must lie in [-1, 1], got {delta}")
+    return _tango_z(b, c, n, delta)
+
+
+def _tango_z(b: float, c: float, n: float, delta: float) -> float:
     a_ = 2.0 * n
     b_ = -b - c + (2.0 * n - b + c) * delta
     c_ = -c * delta * (1.0 - delta)
@@ -188,7 +192,7 @@ def _bisect(b: float, c: float, n: float, low: float, high: float, target: float
         if high - low <= 1e-13:
             break
         mid = 0.5 * (low + high)
-        if tango_statistic(b, c, n, mid) > target:
+        if _tango_z(b, c, n, mid) > target:
             low = mid
         else:
             high = mid
@@ -204,8 +208,8 @@ def tango_interval(b: float, c: float, n: float, confidence: float = 0.95) -> In
     _tango_args(b, c, n)
     z = _z(confidence)
     estimate = (b - c) / n
-    lower = -1.0 if tango_statistic(b, c, n, -1.0) <= z else _bisect(b, c, n, -1.0, estimate, z)
-    upper = 1.0 if tango_statistic(b, c, n, 1.0) >= -z else _bisect(b, c, n, estimate, 1.0, -z)
+    lower = -1.0 if _tango_z(b, c, n, -1.0) <= z else _bisect(b, c, n, -1.0, estimate, z)
+    upper = 1.0 if _tango_z(b, c, n, 1.0) >= -z else _bisect(b, c, n, estimate, 1.0, -z)
     return Interval(estimate, lower, upper, confidence, "tango-score")
 
 

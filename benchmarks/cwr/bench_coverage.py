@@ -229,12 +229,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, ok in concordant_point_tables(m).items():
             positive[name] = positive[name] and ok
     chosen, minimum = choose(results, positive, args.floor)
+    sizes = sorted({p.bases for p in points})
     print()
-    print(f"{'method':<28} {'min coverage':>12} {'mean width':>10} {'point intervals':>15} {'concordant tables':>17}")
+    print("per method: minimum coverage / mean width over the grid, by number of bases")
+    print(f"{'method':<28} " + " ".join(f"{f'{m} bases':>15}" for m in sizes)
+          + f" {'all: min cov':>12} {'mean width':>10} {'point intervals':>15} {'concordant tables':>17}")
     for name in names:
         mine = [r for r in results if r.method == name]
+        by_size = " ".join(
+            f"{min(r.coverage for r in mine if r.point.bases == m):6.3f} / "
+            f"{np.mean([r.mean_width for r in mine if r.point.bases == m]):5.3f}"
+            for m in sizes
+        )
         print(
-            f"{name:<28} {minimum[name]:>12.3f} {np.mean([r.mean_width for r in mine]):>10.3f} "
+            f"{name:<28} {by_size} {minimum[name]:>12.3f} {np.mean([r.mean_width for r in mine]):>10.3f} "
             f"{sum(r.zero_width for r in mine):>15d} {'positive' if positive[name] else 'a point':>17}"
         )
     print()

@@ -284,3 +284,20 @@ def test_benchmark_quick_run_prints_its_choice(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert out.count("\n    8 ") + out.count("\n   16 ") == len(bench_coverage.grid(quick=True))
     assert "chosen:" in out or "no method holds" in out
+
+
+@given(st.lists(st.lists(outcome, min_size=3, max_size=3), min_size=2, max_size=16))
+def test_rao_scott_is_pooled_tango_at_a_critical_value_scaled_by_the_design_effect(
+    bases: list[list[tuple[int, int]]],
+) -> None:
+    # Dividing b, c and n by deff divides Tango's statistic by sqrt(deff): the interval
+    # is the pooled one at critical value z * sqrt(deff).
+    units = _units(bases)
+    deff = paired.design_effect(units)
+    a, b, c, d = paired.replica_table(paired.base_counts(units))
+    level = 2 * sp.norm.cdf(Z95 * math.sqrt(deff)) - 1
+    if level >= 1 - 1e-12:
+        return
+    pooled = paired.tango_interval(b, c, a + b + c + d, confidence=level)
+    got = paired.tango_rao_scott_interval(units)
+    assert (got.low, got.high) == (pytest.approx(pooled.low, abs=1e-7), pytest.approx(pooled.high, abs=1e-7))
