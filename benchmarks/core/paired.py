@@ -72,6 +72,11 @@ class BaseCounts:
     second_only: int  # ... under the second (C) only
     neither: int
 
+    def __post_init__(self) -> None:
+        cells = (self.both, self.first_only, self.second_only, self.neither)
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in cells) or sum(cells) == 0:
+            raise ValueError(f"base {self.base!r}: cell counts must be non-negative integers, not all 0, got {cells}")
+
     @property
     def replicas(self) -> int:
         return self.both + self.first_only + self.second_only + self.neither

@@ -245,6 +245,10 @@ def test_bad_units_are_refused_with_one_line() -> None:
         paired.tango_base_interval([("b", 2, 0)])
     with pytest.raises(ValueError, match="at least two bases"):
         paired.cluster_wald_interval([("b", 1, 0), ("b", 0, 0)])
+    with pytest.raises(ValueError, match="non-negative integers, not all 0"):
+        paired.BaseCounts("b", 0, 0, 0, 0)
+    with pytest.raises(ValueError, match="non-negative integers"):
+        paired.BaseCounts("b", 1, -1, 0, 0)
 
 
 # --------------------------------------------------------------------------- coverage
