@@ -145,7 +145,7 @@ def mcnemar_exact(first_only: int, second_only: int) -> float:
     k = min(first_only, second_only)
     # P[X <= k] for X ~ Binomial(n, 1/2), summed exactly in integers.
     tail = sum(math.comb(n, i) for i in range(k + 1))
-    return min(1.0, 2.0 * tail / 2.0**n) if n else 1.0
+    return min(1.0, 2 * tail / (1 << n)) if n else 1.0  # integer ratio: exact for any n
 
 
 # --------------------------------------------------------------------------- Tango

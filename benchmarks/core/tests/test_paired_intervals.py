@@ -178,6 +178,8 @@ def test_mcnemar_exact_small_cases() -> None:
     assert paired.mcnemar_exact(1, 7) == pytest.approx(2 * 9 / 256)
     with pytest.raises(ValueError, match="non-negative integers"):
         paired.mcnemar_exact(-1, 2)
+    # Past 1023 discordant pairs a float 2**n would overflow.
+    assert paired.mcnemar_exact(700, 760) == pytest.approx(mcnemar([[0, 700], [760, 0]], exact=True).pvalue, rel=1e-9)
 
 
 # --------------------------------------------------------------------------- clustered data
