@@ -246,14 +246,29 @@ def rule_of_three(n: int) -> float:
 
 
 def paired_difference_interval(
-    both: int, first_only: int, second_only: int, neither: int, confidence: float = 0.95
+    both: int,
+    first_only: int,
+    second_only: int,
+    neither: int,
+    confidence: float = 0.95,
+    *,
+    phi_correction: bool = False,
 ) -> Interval:
-    """Interval for p1 - p2 from paired binary outcomes (Newcombe's hybrid score method 10).
+    """Interval for p1 - p2 from paired binary outcomes (Newcombe's hybrid score, after method 10).
 
     ``both`` units succeed under both conditions, ``first_only`` under the first
     only, and so on; p1 = (both + first_only) / n and p2 = (both + second_only) / n.
-    The Wilson intervals of the two margins are combined with the phi
+    The Wilson intervals of the two margins are combined with a phi
     correlation of the 2x2 table (phi is 0 when a margin is empty).
+
+    With the default ``phi_correction=False`` phi is the plain
+    (ad - bc) / sqrt(product of the margins), as this suite has always
+    computed it; the interval then shrinks to a point on a concordant table
+    with both diagonal cells filled ((4, 0, 0, 4) gives [0, 0]).  With
+    ``phi_correction=True`` phi is Newcombe's published method 10 (as worked
+    in Altman et al., Statistics with Confidence, 2000): the numerator
+    ad - bc is replaced by ad - bc - n/2 when ad - bc > n/2, by 0 when
+    0 <= ad - bc <= n/2, and kept when negative.
     """
     cells = (both, first_only, second_only, neither)
     for cell in cells:
@@ -266,11 +281,15 @@ def paired_difference_interval(
     p1, p2 = (a + b) / n, (a + c) / n
     w1, w2 = wilson_interval(a + b, n, confidence), wilson_interval(a + c, n, confidence)
     margins = (a + b) * (c + d) * (a + c) * (b + d)
-    phi = (a * d - b * c) / math.sqrt(margins) if margins > 0 else 0.0
+    cross = a * d - b * c
+    if phi_correction:
+        cross = cross - n / 2 if cross > n / 2 else (0.0 if cross >= 0 else cross)
+    phi = cross / math.sqrt(margins) if margins > 0 else 0.0
     delta = math.sqrt(max(0.0, (p1 - w1.low) ** 2 - 2 * phi * (p1 - w1.low) * (w2.high - p2) + (w2.high - p2) ** 2))
     epsilon = math.sqrt(max(0.0, (w1.high - p1) ** 2 - 2 * phi * (w1.high - p1) * (p2 - w2.low) + (p2 - w2.low) ** 2))
     diff = p1 - p2
-    return Interval(diff, max(-1.0, diff - delta), min(1.0, diff + epsilon), confidence, "newcombe-hybrid-score")
+    method = "newcombe-method-10" if phi_correction else "newcombe-hybrid-score"
+    return Interval(diff, max(-1.0, diff - delta), min(1.0, diff + epsilon), confidence, method)
 
 
 def _log_pmf(i: int, n: int, p: float) -> float:
