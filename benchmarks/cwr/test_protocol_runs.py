@@ -19,7 +19,7 @@ COMPLETENESS = ["test_every_condition_has_units", "test_generation_done", "test_
                 "test_error_coded_units_are_counted", "test_baselines_done",
                 "test_every_unit_recorded_once", "test_records_carry_the_run_identity", "test_records_file_written",
                 "test_provenance_complete", "test_fixtures_file_written", "test_summary_file_written",
-                "test_result_files_written"]
+                "test_result_files_written", "test_rescorer_agrees"]
 #: Generation bound of the reduced SmolLM2 self-check (recorded in its summary as a deviation).
 SMOLLM2_MAX_NEW_TOKENS = 16
 #: Units per condition in the reduced SmolLM2 self-check.
@@ -122,7 +122,8 @@ def file_states(run_dir: Path) -> dict[str, tuple[str, int]]:
 
 
 #: Sidecar files of a run: everything but the ledger (and the lock files) that a run writes into its directory.
-SIDECARS = ("fixtures.json", "provenance.json", "baselines.json", "grading.json", "summary.json", "report.json")
+SIDECARS = ("fixtures.json", "provenance.json", "baselines.json", "grading.json", "summary.json", "report.json",
+            "manifest.json", "progress.json", "report.html", "report.md")
 #: The folder of grading material beside the sidecar files (world files, reference interpreter).
 GRADING_DIR = "grading"
 
@@ -138,6 +139,7 @@ def test_a_resume_with_another_model_is_refused_before_any_write(pytester: pytes
         for name in SIDECARS:
             (run_dir / name).unlink()
         shutil.rmtree(run_dir / GRADING_DIR)
+        shutil.rmtree(run_dir / "report_figures")
         assert sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")) == ["records.jsonl"]
     before = file_states(run_dir)
     result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-cwr-f-only", "--run-id=foreign",

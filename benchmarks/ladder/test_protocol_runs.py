@@ -71,7 +71,7 @@ COMPLETENESS = ["test_every_unit_recorded_once", "test_records_carry_the_run_ide
                 "test_provenance_complete", "test_fixtures_file_written", "test_summary_file_written",
                 "test_result_files_written", "test_units_match_the_generator_and_its_evaluator",
                 "test_condition_is_autonomous", "test_seed_hygiene", "test_outcomes_coded_and_parsed",
-                "test_metadata_written", "test_analysis_files_written"]
+                "test_metadata_written", "test_analysis_files_written", "test_rescorer_agrees"]
 ANALYSIS = ["test_failure_signature", "test_approve_rate_by_tier", "test_per_check_accuracy_and_depth_window"]
 
 

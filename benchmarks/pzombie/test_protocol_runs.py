@@ -52,7 +52,7 @@ COMPLETENESS = ["test_prompts_built", "test_calibration_done", "test_every_promp
                 "test_aggregate_written", "test_stats_written", "test_figures_written", "test_provenance_written",
                 "test_every_unit_recorded_once", "test_records_carry_the_run_identity", "test_records_file_written",
                 "test_provenance_complete", "test_fixtures_file_written", "test_summary_file_written",
-                "test_result_files_written"]
+                "test_result_files_written", "test_rescorer_agrees"]
 TEST_OF = {"token_control": "test_token_control", "combined": "test_combined", "eta2_target": "test_eta2_target",
            "h2": "test_h2"}
 #: Generation bound of the bundled-model self-check (the preregistered 60 is for real runs).

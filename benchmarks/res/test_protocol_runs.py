@@ -61,7 +61,7 @@ scenario("scripted-res-mixed", right, lambda g: ByCondition(right(g), wrong(g)))
 COMPLETENESS = ["test_fixtures_built", "test_logit_scoring_done", "test_greedy_generation_done", "test_parsing_done",
                 "test_every_unit_recorded_once", "test_records_carry_the_run_identity", "test_records_file_written",
                 "test_provenance_complete", "test_fixtures_file_written", "test_summary_file_written",
-                "test_result_files_written"]
+                "test_result_files_written", "test_rescorer_agrees"]
 
 
 def run_res(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> tuple[pytest.RunResult, dict[str, Any], Path]:
