@@ -30,7 +30,12 @@ import models
 import worlds
 from benchmarks.core import ClassificationSpec, ModelSpec, ProtocolHeader, sha256_bytes
 from benchmarks.core.protocol import Option, Protocol, ProtocolRun, UsageProblem, finite
+from benchmarks.core.paired import tango_rao_scott_interval
 from benchmarks.core.stats import paired_difference_interval
+
+#: The interval the CWR rules read: Tango's score interval for a paired difference on the pooled replica table,
+#: its counts divided by the Rao-Scott design effect of the replicas within their base pairs.
+INTERVAL_METHOD = "tango-score-rao-scott"
 from fixtures import FIXTURE_SETS
 from fixtures.cwr import E_CONTEXTS, condition_context_text, e_context, resolve_world
 
@@ -67,6 +72,7 @@ class BaselineSpec:
 @dataclass(frozen=True)
 class AnalysisSpec:
     confidence: float  # level of the paired F - C interval
+    interval: str  # the method of the interval the rules read (INTERVAL_METHOD)
 
 
 @dataclass(frozen=True)
@@ -492,13 +498,39 @@ def paired_table(records: Sequence[CwrRecord], only: set[str] | None = None) -> 
     return table
 
 
-def _deficit(table: Mapping[str, int], prefix: str) -> dict[str, Any]:
-    n = table["both"] + table["f_only"] + table["c_only"] + table["neither"]
-    out: dict[str, Any] = {f"{prefix}.estimate": None, f"{prefix}.lower": None, f"{prefix}.upper": None}
-    if n:
-        interval = paired_difference_interval(table["both"], table["f_only"], table["c_only"], table["neither"],
-                                              PREREG.values.analysis.confidence)
-        out = {f"{prefix}.estimate": interval.estimate, f"{prefix}.lower": interval.low, f"{prefix}.upper": interval.high}
+def base_pair(pair_id: str) -> str:
+    """The base pair a replica belongs to (``PAIR-X~r2`` -> ``PAIR-X``; a base pair is its own)."""
+    return pair_id.split("~r", 1)[0]
+
+
+def paired_units(records: Sequence[CwrRecord], only: set[str] | None = None) -> list[tuple[str, bool, bool]]:
+    """(base pair, F valid, C valid) of every pair measured under both conditions (optionally ``only`` some)."""
+    by_pair: dict[str, dict[str, bool]] = {}
+    for r in records:
+        if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None and (only is None or r.pair_id in only):
+            by_pair.setdefault(r.pair_id, {})[r.condition] = r.correct
+    return [(base_pair(pair), sides["F"], sides["C"]) for pair, sides in sorted(by_pair.items()) if set(sides) == {"F", "C"}]
+
+
+def _check_interval_method() -> None:
+    method = PREREG.values.analysis.interval
+    if method != INTERVAL_METHOD:
+        raise ValueError(f"benchmarks/cwr/prereg.toml: analysis.interval = {method!r}; this version computes "
+                         f"only {INTERVAL_METHOD!r}")
+
+
+def _deficit(table: Mapping[str, int], units: Sequence[tuple[str, bool, bool]], prefix: str) -> dict[str, Any]:
+    """The F - C interval the rules read (clustered by base pair), and the per-replica Newcombe figure beside it."""
+    _check_interval_method()
+    confidence = PREREG.values.analysis.confidence
+    out: dict[str, Any] = {f"{prefix}.{k}": None for k in ("estimate", "lower", "upper", "bases", "replica_newcombe.lower",
+                                                           "replica_newcombe.upper")}
+    if units:
+        interval = tango_rao_scott_interval(units, confidence)
+        secondary = paired_difference_interval(table["both"], table["f_only"], table["c_only"], table["neither"], confidence)
+        out = {f"{prefix}.estimate": interval.estimate, f"{prefix}.lower": interval.low, f"{prefix}.upper": interval.high,
+               f"{prefix}.bases": len({base for base, _, _ in units}),
+               f"{prefix}.replica_newcombe.lower": secondary.low, f"{prefix}.replica_newcombe.upper": secondary.high}
     return out
 
 
@@ -531,11 +563,11 @@ def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | 
     out.update({f"pairs.{k}": v for k, v in table.items()})
     n = table["both"] + table["f_only"] + table["c_only"] + table["neither"]
     out["pairs.n"] = n
-    out.update(_deficit(table, "deficit"))
+    out.update(_deficit(table, paired_units(records), "deficit"))
     if motif_required is not None:
         restricted = paired_table(records, motif_required)
         out["pairs_motif_required.n"] = sum(v for k, v in restricted.items() if k != "unpaired")
-        out.update(_deficit(restricted, "deficit_motif_required"))
+        out.update(_deficit(restricted, paired_units(records, motif_required), "deficit_motif_required"))
     if baseline_summary is not None:
         out["baselines.copy_flagged_pairs"] = baseline_summary["copy_flagged_pairs"]
     return out

@@ -27,8 +27,10 @@ were graded against.  From each record's primitive fields it recomputes:
   flag in ``baselines.json``.
 
 Then the metrics the rules read (the copy gate from its own copy baseline),
-E accuracy by context, the paired F - C interval (Newcombe's hybrid score,
-written out here) and the classification by the preregistered rule order.
+E accuracy by context, the paired F - C interval the rules read (Tango's
+score interval with a Rao-Scott design effect over base pairs) and the
+per-replica Newcombe figure beside it, both written out here, and the
+classification by the preregistered rule order.
 
 Prints one JSON object: ``classification``, ``metrics``, ``disagreements``
 (in unit order, that of the ledger, ``{"unit", "field", "recorded", "recomputed"}`` for every
@@ -247,6 +249,62 @@ def newcombe(a, b, c, d, confidence):
     lower_gap = math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
     upper_gap = math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
     return p1 - p2, max(-1.0, p1 - p2 - lower_gap), min(1.0, p1 - p2 + upper_gap)
+
+
+def clustered_deficit(sides_by_pair, confidence):
+    """F - C and its interval, clustered by base pair (the replicas ``<base>~r<k>`` share their base).
+
+    Tango's score interval for a paired difference, on the pooled table of every
+    pair measured under both conditions, with its discordant counts and its size
+    divided by the Rao-Scott design effect of the bases (between 1 and the
+    largest base size).  Written here from the definition, not from the suite.
+    """
+    bases = {}
+    for pair, side in sides_by_pair.items():
+        if set(side) != {"F", "C"}:
+            continue
+        tally = bases.setdefault(pair.split("~r", 1)[0], [0, 0, 0])  # replicas, F only, C only
+        tally[0] += 1
+        tally[1] += side["F"] and not side["C"]
+        tally[2] += side["C"] and not side["F"]
+    total = sum(t[0] for t in bases.values())
+    f_only = sum(t[1] for t in bases.values())
+    c_only = sum(t[2] for t in bases.values())
+    diff = (f_only - c_only) / total
+    spread = (f_only + c_only) / total - diff * diff
+    largest = max(t[0] for t in bases.values())
+    if len(bases) < 2 or spread <= 1e-12:
+        effect = largest
+    else:
+        between = sum(((t[1] - t[2]) - t[0] * diff) ** 2 for t in bases.values())
+        effect = min(largest, max(1.0, between / (total * spread)))
+    b, c, n = f_only / effect, c_only / effect, total / effect
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+
+    def score(d):
+        # restricted maximum-likelihood estimate of the C-only cell probability under F - C = d
+        qa, qb, qc = 2 * n, (2 * n - b + c) * d - b - c, -c * d * (1 - d)
+        q = (math.sqrt(max(0.0, qb * qb - 4 * qa * qc)) - qb) / (2 * qa)
+        variance = n * (2 * q + d * (1 - d))
+        top = b - c - n * d
+        if variance <= 1e-300:
+            return 0.0 if top == 0 else math.copysign(math.inf, top)
+        return top / math.sqrt(variance)
+
+    def crossing(low, high, level):  # score decreases in d: the d in [low, high] where it passes level
+        for _ in range(200):
+            middle = (low + high) / 2
+            if score(middle) > level:
+                low = middle
+            else:
+                high = middle
+            if high - low < 1e-14:
+                break
+        return (low + high) / 2
+
+    lower = -1.0 if score(-1.0) <= z else crossing(-1.0, diff, z)
+    upper = 1.0 if score(1.0) >= -z else crossing(diff, 1.0, -z)
+    return diff, lower, upper, len(bases)
 
 
 def holds(condition, values, thresholds):
@@ -647,8 +705,14 @@ def rescore(run_dir, prereg):
             cells[[(True, True), (True, False), (False, True), (False, False)].index((pair["F"], pair["C"]))] += 1
     values["pairs.n"] = sum(cells)
     if sum(cells):
-        estimate, low, high = newcombe(*cells, prereg["analysis"]["confidence"])
-        values.update({"deficit.estimate": estimate, "deficit.lower": low, "deficit.upper": high})
+        analysis = prereg["analysis"]
+        if analysis.get("interval") != "tango-score-rao-scott":
+            raise Unreadable(f"analysis.interval = {analysis.get('interval')!r} in the preregistration; this rescorer "
+                             "computes only 'tango-score-rao-scott'")
+        estimate, low, high, bases = clustered_deficit(sides, analysis["confidence"])
+        values.update({"deficit.estimate": estimate, "deficit.lower": low, "deficit.upper": high, "deficit.bases": bases})
+        _, low, high = newcombe(*cells, analysis["confidence"])
+        values.update({"deficit.replica_newcombe.lower": low, "deficit.replica_newcombe.upper": high})
     values["baselines.copy_flagged_pairs"] = len(flagged)
 
     position = {record["item_id"]: number for number, record in enumerate(records)}

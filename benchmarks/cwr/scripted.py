@@ -108,6 +108,7 @@ SCENARIOS: dict[str, tuple[tuple[str, ...], float, str]] = {
     "scripted-cwr-f-only": (("P", "R", "E", "F"), 1.0, "masters primitives, solves every F target and no C target"),
     "scripted-cwr-most-c": (("P", "R", "E", "F", "C"), 0.75, "solves every F target and three quarters of the C targets"),
     "scripted-cwr-no-mastery": (("R", "E", "F"), 1.0, "answers every P probe wrong"),
+    "scripted-cwr-c-only": (("P", "R", "E", "C"), 1.0, "masters primitives, solves every C target and no F target"),
 }
 
 

@@ -51,7 +51,10 @@ P, F, S = "passed", "failed", "skipped"
 
 
 @pytest.mark.parametrize(("model", "expected_label", "pattern"), [
-    ("scripted-oracle", "DEFICIT_OF_DELTA_REJECTED", [P, P, P, F, S]),
+    # every pair solved under both conditions: 8 concordant base pairs leave the clustered interval about
+    # [-0.32, 0.32], which spans delta; only a C side far better than F rejects a deficit of delta at this size
+    ("scripted-oracle", "INCONCLUSIVE", [P, P, P, P, F]),
+    ("scripted-cwr-c-only", "DEFICIT_OF_DELTA_REJECTED", [P, P, P, F, S]),
     ("scripted-cwr-f-only", "RECOMBINATION_DEFICIT_SUPPORTED", [P, P, P, S, S]),
     ("scripted-cwr-most-c", "INCONCLUSIVE", [P, P, P, P, F]),
     ("scripted-cwr-no-mastery", "PRIMITIVE_MASTERY_NOT_ESTABLISHED", [P, F, S, S, S]),
@@ -91,7 +94,7 @@ def test_two_xdist_workers_share_one_measurement(pytester: pytest.Pytester, tmp_
     """Under -n 2 one worker measures under the run's lock; the other reads the same records."""
     _, report, run_dir = run_cwr(pytester, tmp_path, "--model", "scripted-oracle", "-n", "2")
     rules, completeness = outcomes(report)
-    assert rules == pattern_for("DEFICIT_OF_DELTA_REJECTED") and set(completeness.values()) == {"passed"}
+    assert rules == pattern_for("INCONCLUSIVE") and set(completeness.values()) == {"passed"}
     lines = (run_dir / "records.jsonl").read_text().splitlines()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert len(lines) == sum(summary["units"].values()) == len({json.loads(line)["item_id"] for line in lines})
@@ -109,7 +112,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating_a_unit(pytester: pytes
     _, report, again = run_cwr(pytester, tmp_path, "--model", "scripted-oracle", "--run-id=resumed")
     assert again == run_dir
     rules, completeness = outcomes(report)
-    assert rules == pattern_for("DEFICIT_OF_DELTA_REJECTED") and set(completeness.values()) == {"passed"}
+    assert rules == pattern_for("INCONCLUSIVE") and set(completeness.values()) == {"passed"}
     ids = [json.loads(line)["item_id"] for line in ledger.read_text().splitlines()]
     assert len(ids) == len(lines) == len(set(ids))
     assert len(list(run_dir.glob("records.jsonl.torn-*"))) == 1

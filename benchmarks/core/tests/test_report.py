@@ -234,7 +234,9 @@ def test_preregbench_dispatches_report(tmp_path: Path, capsys: pytest.CaptureFix
 
     assert cli(["report", "--format", "svg", str(tmp_path)]) == 4
     assert "--format 'svg' is not valid" in capsys.readouterr().err
-    assert cli([]) == 0 and "report RUN_DIR" in capsys.readouterr().out
+    assert cli(["--help"]) == 0
+    usage = capsys.readouterr().out
+    assert "\n  report " in usage and "RUN_DIR [--format html|md|both]" in usage
 
 
 def test_a_lone_surrogate_is_written_as_an_escape(tmp_path: Path) -> None:
