@@ -21,7 +21,7 @@ import os
 import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from filelock import FileLock
 
@@ -152,6 +152,7 @@ class Run:
         fixtures: Mapping[str, str],
         extra: Mapping[str, Any] | None = None,
         identity: Mapping[str, Any] | None = None,
+        deviations: Sequence[str] = (),
     ) -> Provenance:
         """Write ``provenance.json`` for this run (the session end adds ``finished_at``)."""
         check_revision(str(model.get("revision", "")))
@@ -182,6 +183,7 @@ class Run:
             packages=package_versions(),
             hardware=hardware_summary(),
             git=git_state(SUITE_ROOT),
+            deviations=tuple(deviations),
             extra=dict(extra or {}),
             identity=dict(identity or {}),
             resumed_at=resumed,

@@ -117,7 +117,7 @@ def test_balanced_fixture_set_is_recorded_as_a_deviation(pytester: pytest.Pytest
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["fixture_set"] == "balanced"
     assert "fixture set 'balanced' instead of 'preregistered'" in summary["deviations"]
-    assert report["benchmark"]["protocols"]["res"]["provenance"]["extra"]["deviations"] == summary["deviations"]
+    assert report["benchmark"]["protocols"]["res"]["provenance"]["deviations"] == summary["deviations"]
     best = {condition: max(table.values()) for condition, table in summary["heuristic_audit"].items()}
     assert best == {"five_factor": 0.625, "minimal_owner_indexed": 0.6875}
 
