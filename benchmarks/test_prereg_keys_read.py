@@ -1,22 +1,38 @@
 """Every leaf key of every prereg.toml is read by the code it governs.
 
 Each protocol's scripted self-check run (the fixture generation, the
-collection, the measurement and the rule tests, in a fresh pytest process)
-runs with ``PREREGBENCH_PREREG_READS`` set; the core loader then logs every
-leaf key it declares and every one the run reads (benchmarks/core/prereg.py),
-and the test fails on any key of the real file that nothing read.  A toy
-prereg shows that the check fails when a key is added that no code reads.
+collection, the measurement and the rule and completeness tests, in fresh
+pytest processes) runs with ``PREREGBENCH_PREREG_READS`` set, together with
+the protocol's ``model_options`` for its preregistered model (the loader's
+dtype and torch seed, which a scripted model never asks for) and, for the
+ladder, the round-directory mode, a v1 retune and the generator's balance
+check.  The core loader logs every leaf key it declares and every one that is
+read (benchmarks/core/prereg.py), and the test fails on any key of the real
+file that nothing read.  Toy preregs show that the check fails when a key is
+added that no code reads, and that echoing a value into a run file is no read.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
+import pickle
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from benchmarks.core.prereg import READS_ENV, toml_leaf_keys, unread_keys
+from benchmarks.core.prereg import (
+    READS_ENV,
+    ClassificationSpec,
+    ProtocolHeader,
+    load_prereg,
+    toml_leaf_keys,
+    unread_keys,
+    unrecorded,
+)
 from benchmarks.core.selfcheck import run_protocol
 
 ROOT = Path(__file__).resolve().parent
@@ -110,7 +126,7 @@ def test_ladder_keys_are_read(pytester: pytest.Pytester, tmp_path: Path, monkeyp
     log = reads_log(tmp_path, monkeypatch)
     fleet, v1 = tmp_path / "v2-round", tmp_path / "v1-round"  # the variants are never pooled
     label, model = next(iter(SIMULATED_FLEET.items()))
-    run_ok(pytester, ROOT / "ladder", fleet / label, "--model", model)
+    run_ok(pytester, ROOT / "ladder", fleet / label, "--model", model, "--ladder-units-per-tier", "4")
     # A v1 first probe and its one retune (registered dial, re-probe seed): the [retune] table governs the rule.
     retuner = SIMULATED_FLEET["R1"]
     run_ok(pytester, ROOT / "ladder", v1 / "first", "--model", retuner, "--ladder-state", "v1-r1", "--ladder-seed", "101",
@@ -243,3 +259,34 @@ def test_a_prereg_loaded_without_recording_is_an_error(tmp_path: Path) -> None:
     log.write_text("")
     with pytest.raises(PreregError, match="nothing was recorded"):
         unread_keys(log, ROOT / "res" / "prereg.toml")
+
+
+@dataclass(frozen=True)
+class _Seeds:
+    python: int
+
+
+@dataclass(frozen=True)
+class _Toy:
+    protocol: ProtocolHeader
+    seeds: _Seeds
+    thresholds: dict[str, float]
+    classification: ClassificationSpec
+
+
+def test_a_recording_copy_behaves_like_the_plain_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "toyread"
+    folder.mkdir()
+    prereg = folder / "prereg.toml"
+    prereg.write_text(TOY_PREREG)
+    plain = load_prereg(prereg, _Toy).values
+    log = reads_log(tmp_path, monkeypatch)
+    recorded = load_prereg(prereg, _Toy).values
+    assert isinstance(recorded, _Toy) and isinstance(recorded.protocol, ProtocolHeader)
+    assert [f.name for f in dataclasses.fields(recorded)] == [f.name for f in dataclasses.fields(plain)]
+    assert unrecorded(recorded) == plain and type(unrecorded(recorded)) is _Toy
+    assert pickle.loads(pickle.dumps(recorded)) == plain  # a spawned child gets the plain values
+    assert copy.deepcopy(recorded) == plain
+    assert unread_keys(log, prereg) == sorted(set(toml_leaf_keys(prereg)) - {"protocol.name"})
+    assert recorded.seeds.python == 7 and dict(recorded.thresholds) == {"floor": 0.5}
+    assert "seeds.python" not in unread_keys(log, prereg) and "thresholds.floor" not in unread_keys(log, prereg)
