@@ -159,9 +159,12 @@ def unrecorded(value: Any) -> Any:
     return _plain(value)
 
 
-def header_record(prereg: Prereg) -> dict[str, str]:
-    """The ``[protocol]`` header as a run file records it: which preregistration, when, from which seed document."""
-    header = prereg.values.protocol
+def header_record(prereg: Prereg) -> dict[str, str] | None:
+    """The ``[protocol]`` header as a run file records it: which preregistration, when, from which seed document
+    (None for a spec without a header)."""
+    header = getattr(prereg.values, "protocol", None)
+    if not isinstance(header, ProtocolHeader):
+        return None
     return {"name": header.name, "title": header.title, "registered": header.registered.isoformat(),
             "seed_document": header.seed_document}
 
