@@ -19,7 +19,7 @@ from benchmarks.core.selfcheck import (
     run_rescorer,
 )
 
-from .protocol import GATE, HERE
+from .protocol import GATE, HERE, PREREG
 
 SCENARIO_MODELS = '''
 from dataclasses import dataclass
@@ -133,6 +133,9 @@ def test_provenance_records_the_label_token_ids(pytester: pytest.Pytester, tmp_p
     assert report["benchmark"]["protocols"]["res"]["status"] == "complete"
     provenance = json.loads((run_dir / "provenance.json").read_text())
     assert provenance["extra"]["label_token_ids"] == {"A": 330, "B": 426}
+    header = PREREG.values.protocol
+    assert json.loads((run_dir / "summary.json").read_text())["preregistration"] == {
+        "name": "res", "title": header.title, "registered": "2026-09-13", "seed_document": header.seed_document}
 
 
 def test_balanced_fixture_set_is_recorded_as_a_deviation(pytester: pytest.Pytester, tmp_path: Path) -> None:
