@@ -216,7 +216,7 @@ def test_fixtures_file_written(run: ProtocolRun, units: list[Any]) -> None:
 
 def test_summary_file_written(run: ProtocolRun, summary: dict[str, Any], records: list[Any]) -> None:
     """The summary is written, decides every classification and counts every record."""
-    assert summary["status"] == "completed", summary["classification_problems"]
+    assert summary["status"] == "complete", summary["classification_problems"]
     assert summary["records"]["count"] == len(records)
     assert summary["prereg_sha256"] == run.protocol.prereg.sha256
 

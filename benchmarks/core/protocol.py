@@ -36,7 +36,7 @@ import pytest
 
 from ._canonical import _plain, sha256_json
 from .ledger import IDENTITY_KEY, Ledger, LedgerError, read_identities, read_ledger
-from .prereg import ClassificationSpec, Prereg, load_prereg
+from .prereg import ClassificationSpec, Prereg, header_record, load_prereg, unrecorded
 from .progress import Progress
 from .provenance import Provenance, ProvenanceError, read_provenance
 from .rules import Classification, RuleError
@@ -156,7 +156,7 @@ class Protocol(Generic[U, R]):
         unknown = sorted(set(chosen + list(self.breakdown_blocks)) - set(blocks))
         if unknown:
             raise TypeError(f"{type(self).__name__}: {unknown} are not classification blocks of {self.prereg.path}")
-        thresholds = dict(getattr(self.spec, "thresholds", {}) or {})
+        thresholds = getattr(self.spec, "thresholds", None) or {}  # the table itself: each rule reads what it names
         compiled = {key: getattr(self.spec, key).build(thresholds) for key in blocks}
         #: The classifications the run decides, by prereg key, in declaration order.
         self.classifications: dict[str, Classification] = {key: compiled[key] for key in chosen}
@@ -204,7 +204,7 @@ class Protocol(Generic[U, R]):
         return []
 
     def seeds(self, run: "ProtocolRun") -> dict[str, int]:
-        return dict(getattr(self.spec, "seeds", {}) or {})
+        return unrecorded(getattr(self.spec, "seeds", None) or {})  # recorded, not used: each seed is read where it seeds
 
     # ----------------------------------------------------------------- units
 
@@ -256,9 +256,9 @@ class Protocol(Generic[U, R]):
         for key in ("dtype", "batch_size"):
             if hasattr(model, key):
                 options[key] = getattr(model, key)
-        seeds = self.seeds(run)
+        seeds = getattr(self.spec, "seeds", None) or {}
         if "torch" in seeds:
-            options["seed"] = seeds["torch"]
+            options["seed"] = seeds["torch"]  # the loader seeds torch, Python's random and NumPy with it
         if run.revision:
             options["revision"] = run.revision
         return options
@@ -611,7 +611,8 @@ class ProtocolRun(Generic[U, R]):
             prereg=self.protocol.prereg,
             fixtures=self.fixture_hashes,
             identity=identity,
-            extra={"deviations": self.deviations, "settings": self.settings_record, **self.protocol.provenance_extra(self)},
+            deviations=self.deviations,
+            extra={"settings": self.settings_record, **self.protocol.provenance_extra(self)},
         )
         self._ledger.identity = identity
         self._started = True
@@ -712,17 +713,18 @@ class ProtocolRun(Generic[U, R]):
             "schema_version": SUMMARY_SCHEMA_VERSION,
             "protocol": protocol.name,
             "run_id": self.run_id,
-            "status": "completed" if all(outcomes[n][0] is not None for n in decided) else "not_classifiable",
+            "status": "complete" if all(outcomes[n][0] is not None for n in decided) else "not_classifiable",
             "classifications": {name: (o.label if o else None) for name, (o, _) in outcomes.items()},
             "outcomes": {name: (o.as_dict() if o else None) for name, (o, _) in outcomes.items()},
             "classification_problems": {name: p for name, (_, p) in outcomes.items() if p},
             "rule_order": {b.name: b.labels for b in {**protocol.classifications, **protocol.breakdowns}.values()},
-            "thresholds": dict(getattr(protocol.spec, "thresholds", {}) or {}),
+            "thresholds": unrecorded(getattr(protocol.spec, "thresholds", None) or {}),
             "metrics": json_metrics(measured),
             "settings": self.settings_record,
             "deviations": self.deviations,
             "fixtures_sha256": self.fixture_hashes,
             "prereg_sha256": protocol.prereg.sha256,
+            "preregistration": header_record(protocol.prereg),  # the [protocol] header: title, date, seed document
             "model": dict(provenance.model) if provenance else None,
             "runner_sha256": provenance.runner_sha256 if provenance else None,
             "packages": dict(provenance.packages) if provenance else None,

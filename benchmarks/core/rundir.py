@@ -22,7 +22,7 @@ import secrets
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from filelock import FileLock
 
@@ -168,6 +168,7 @@ class Run:
         fixtures: Mapping[str, str],
         extra: Mapping[str, Any] | None = None,
         identity: Mapping[str, Any] | None = None,
+        deviations: Sequence[str] = (),
     ) -> Provenance:
         """Write ``provenance.json`` for this run (the session end adds ``finished_at``)."""
         check_revision(str(model.get("revision", "")))
@@ -199,6 +200,7 @@ class Run:
             packages=package_versions(),
             hardware=hardware_summary(),
             git=git_state(checkout),
+            deviations=tuple(deviations),
             extra=dict(extra or {}),
             identity=dict(identity or {}),
             resumed_at=resumed,

@@ -32,12 +32,11 @@ from benchmarks.core import ClassificationSpec, ModelSpec, ProtocolHeader, sha25
 from benchmarks.core.protocol import Option, Protocol, ProtocolRun, UsageProblem, finite
 from benchmarks.core.paired import tango_rao_scott_interval
 from benchmarks.core.stats import paired_difference_interval
+from fixtures.cwr import E_CONTEXTS, build_cwr_items, condition_context_text, e_context, resolve_world
 
 #: The interval the CWR rules read: Tango's score interval for a paired difference on the pooled replica table,
 #: its counts divided by the Rao-Scott design effect of the replicas within their base pairs.
 INTERVAL_METHOD = "tango-score-rao-scott"
-from fixtures import FIXTURE_SETS
-from fixtures.cwr import E_CONTEXTS, condition_context_text, e_context, resolve_world
 
 from .baselines import pair_baselines
 from .grading import GRADING_FILE, write_grading
@@ -727,7 +726,12 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
     def fixture_sets(self, run: ProtocolRun) -> dict[str, Any]:
         """The registered P/R/E item set, and the run's F/C pairs (built by ``worlds``; identified by prompt hashes)."""
         name = self.spec.measurement.fixture_set
-        return {name: FIXTURE_SETS[name](), PAIRS_FIXTURE: pair_rows(self.pairs())}
+        if name != "cwr-controls":
+            raise UsageProblem(f"[measurement] fixture_set {name!r} in {self.prereg.path} is not a CWR item set; "
+                               "the one registered set is 'cwr-controls'")
+        # Generated from the prereg's seeds.fixtures (the registered set's frozen hash holds for its seed).
+        items = build_cwr_items(self.spec.seeds["fixtures"])
+        return {name: items, PAIRS_FIXTURE: pair_rows(self.pairs())}
 
     def units(self, run: ProtocolRun) -> list[Unit]:
         items = run.fixture_sets[self.spec.measurement.fixture_set]

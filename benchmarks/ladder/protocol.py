@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Literal, Mapping, Sequence
 
 from benchmarks.core import (
     ClassificationSpec,
+    PreregError,
     ProtocolHeader,
     canonical_json,
     classification,
@@ -100,12 +101,18 @@ class AnalysisSpec:
 
 
 @dataclass(frozen=True)
+class BalanceSpec:
+    approvable_share: tuple[float, float]  # band of every tier's approvable share, per frozen state
+    episodes_per_tier: int  # sample per tier and state
+    seed: int  # a tuning seed
+
+
+@dataclass(frozen=True)
 class FleetSpec:
     rungs: tuple[str, ...]  # rung labels, R0 the anchor
     names: tuple[str, ...]  # the served configurations of the seed's fleet
     parameters_total: tuple[float, ...]
     parameters_active: tuple[float, ...]
-    simulated_accuracy: tuple[float, ...]  # per-check accuracy of each scripted rung
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,7 @@ class LadderPrereg:
     retune: RetuneSpec
     shares: SharesSpec
     analysis: AnalysisSpec
+    balance: BalanceSpec
     fleet: FleetSpec
     thresholds: dict[str, float]
     gate: ClassificationSpec
@@ -454,6 +462,9 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
 
     def configure(self, run: ProtocolRun) -> ProbeSettings:
         spec = self.spec.probe
+        if spec.condition != "autonomous":
+            raise UsageProblem(f"[probe] condition {spec.condition!r} in {self.prereg.path}: this suite runs the "
+                               "autonomous condition only (the worker alone, no supervisor); restore the frozen value")
         state = STATES[run.option("state") or spec.state]
         dials = parse_dials(run.option("dial") or [])
         retune_of = run.option("retune-of")
@@ -558,7 +569,7 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
         return ProbeMetadata(
             probe=s.folder_name, rung=s.rung, model_revision=revision,
             generator_variant=s.state.variant, generator_state=s.state.name, state_hash=s.state.state_hash,
-            dials=s.state.dials(), seed=s.seed, condition="autonomous", units_per_tier=s.units_per_tier,
+            dials=s.state.dials(), seed=s.seed, condition=self.spec.probe.condition, units_per_tier=s.units_per_tier,
             tiers=TIERS, max_tokens=s.max_tokens, timeout_s=s.timeout_s, prereg_sha256=self.prereg.sha256,
             retune_of=s.retune_of, deviations=tuple(run.deviations),
         )
@@ -665,6 +676,10 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
 
 PROTOCOL = LadderProtocol(HERE)
 PREREG = PROTOCOL.prereg
+_band = PREREG.values.thresholds
+if [round(1 - _band["band_high"], 12), round(1 - _band["band_low"], 12)] != list(PREREG.values.analysis.band_episode_accuracy):
+    raise PreregError(f"{PREREG.path}: key 'analysis.band_episode_accuracy' must be [1 - band_high, 1 - band_low] = "
+                      f"[{1 - _band['band_high']:g}, {1 - _band['band_low']:g}]; the feasibility arithmetic reads it")
 GATE = PROTOCOL.classifications["gate"]
 CLAUSES = {key[-1]: block for key, block in PROTOCOL.breakdowns.items()}
 INSTRUMENT = classification(PREREG, "instrument")

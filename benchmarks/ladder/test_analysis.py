@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from .analysis import required_depth_window
+from .analysis import HIGH_ACC, LOW_ACC, required_depth_window
 from .protocol import ANALYSIS_FILE
 
 
@@ -62,7 +62,7 @@ def test_per_check_accuracy_and_depth_window(analysis, record_property):
         assert acc == pytest.approx(1 - 3 / report["approvable_units"])
     low, high = report["required_depth_window"]
     assert (low, high) == pytest.approx(required_depth_window(a))
-    assert 0.65 == pytest.approx(a ** high) and 0.90 == pytest.approx(a ** low)
+    assert LOW_ACC == pytest.approx(a ** high) and HIGH_ACC == pytest.approx(a ** low)
     _record(record_property, "accuracy", {"approvable_accuracy": acc, "mean_depth": k, "per_check_accuracy": a,
                                           "depth_window_low": low, "depth_window_high": high})
     assert math.isfinite(low) and math.isfinite(high)

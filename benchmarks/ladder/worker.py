@@ -50,10 +50,16 @@ def ensure_worker(name: str) -> bool:
     return True
 
 
+#: Per-check accuracy each scripted rung simulates, in the prereg's rung order (a self-check setting that decides
+#: nothing, so it lives here rather than in the prereg): Table 4's anchor, the two mid rungs and the saturated rungs.
+SIMULATED_ACCURACY: tuple[float, ...] = (0.906, 0.984, 0.982, 0.996, 1.0)
+if len(SIMULATED_ACCURACY) != len(PREREG.values.fleet.rungs):
+    raise ValueError(f"SIMULATED_ACCURACY has {len(SIMULATED_ACCURACY)} entries for {len(PREREG.values.fleet.rungs)} rungs")
+
 #: The simulated fleet: rung label -> worker name, in prereg order.
 SIMULATED_FLEET = {
     label: worker_name(a, FLEET_SEED + i)
-    for i, (label, a) in enumerate(zip(PREREG.values.fleet.rungs, PREREG.values.fleet.simulated_accuracy))
+    for i, (label, a) in enumerate(zip(PREREG.values.fleet.rungs, SIMULATED_ACCURACY))
 }
 for _name in SIMULATED_FLEET.values():
     ensure_worker(_name)

@@ -98,7 +98,6 @@ class PzPrereg:
     run: RunSpec
     seeds: dict[str, int]
     scales: dict[str, ScaleSpec]
-    warmup_other_scale: WarmupSpec
     generation: GenerationSpec
     telemetry: dict[str, str]  # definitions, frozen as text
     engine: dict[str, Any]  # every PX-Engine constant but the per-scale ones, by px.PxConfig field name
@@ -114,12 +113,19 @@ class PzPrereg:
 
 # --------------------------------------------------------------------------- the engine's configuration
 
+#: The original's fallback warmup (centre, jitter) for a model outside the preregistered scales.  No protocol run
+#: uses it (every run belongs to a scale); engine tests on small models build their engine from it.
+OTHER_SCALE_WARMUP = WarmupSpec(warmup_centre=1000.0, warmup_jitter=5.0)
+
+#: What the generation code implements, by ``[generation]`` key; a preregistration asking for anything else is refused.
+IMPLEMENTED_GENERATION: dict[str, Any] = {"greedy": True, "chat_template": True, "eos_pad": "tokenizer_eos"}
+
 
 def engine_config(scale: str | None, **overrides: Any) -> px.PxConfig:
     """The PX-Engine constants: the prereg's ``[engine]`` table plus the scale's ``[scales.<scale>]`` values.
 
     ``scale=None`` is a model outside the preregistered scales: the warmup is
-    ``[warmup_other_scale]`` and ``recur_start`` must be given in ``overrides``
+    :data:`OTHER_SCALE_WARMUP` and ``recur_start`` must be given in ``overrides``
     (the prereg has none for it).  ``overrides`` replace fields (engine tests
     on small models use them); a protocol run never passes any.
     """
@@ -127,7 +133,7 @@ def engine_config(scale: str | None, **overrides: Any) -> px.PxConfig:
     if scale is None:
         if "recur_start" not in overrides:
             raise px.PxError("a model outside the preregistered scales needs recur_start= (the prereg gives none for it)")
-        other = spec.warmup_other_scale
+        other = OTHER_SCALE_WARMUP
         values: dict[str, Any] = {"scale": "other", "warmup_centre": other.warmup_centre,
                                   "warmup_jitter": other.warmup_jitter}
     elif scale in spec.scales:
@@ -398,6 +404,11 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
     def configure(self, run: ProtocolRun) -> PzSettings:
         spec = self.spec
         cuda = run.device.startswith("cuda")
+        for key, implemented in IMPLEMENTED_GENERATION.items():
+            if getattr(spec.generation, key) != implemented:
+                raise UsageProblem(f"[generation] {key} = {getattr(spec.generation, key)!r} in {self.prereg.path} is not "
+                                   f"what this suite's generation does ({implemented!r}); restore the frozen value")
+        dtypes = {"cuda": spec.generation.dtype_cuda, "cpu": spec.generation.dtype_cpu}
         bound = run.option("max-new-tokens")
         if bound is None:
             bound = spec.generation.max_new_tokens
@@ -407,7 +418,7 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
         if cuda and isolation == "fork":
             raise UsageProblem("--pzombie-isolation fork cannot run on cuda (CUDA does not survive fork); use spawn")
         return PzSettings(scale=run.scale or spec.run.default_scale,
-                          dtype=spec.generation.dtype_cuda if cuda else spec.generation.dtype_cpu,
+                          dtype=dtypes["cuda" if cuda else "cpu"],
                           isolation=isolation, max_new_tokens=bound)
 
     def deviations(self, run: ProtocolRun) -> list[str]:
@@ -539,6 +550,8 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
             "published_sr61_final_v2": PUBLISHED.get(run.settings.scale),
             "deviations_from_original": list(DEVIATIONS_FROM_ORIGINAL),
             "engine_config_sha256": engine_config(run.settings.scale).sha256(),
+            # The frozen definitions the telemetry and the statistics follow, as text beside the numbers.
+            "definitions": {"telemetry": dict(self.spec.telemetry), "metrics": dict(self.spec.metrics)},
         }
 
     def result_files(self, run: ProtocolRun, records: Sequence[PzRecord],

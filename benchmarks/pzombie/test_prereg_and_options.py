@@ -11,7 +11,7 @@ import pytest
 from benchmarks.core import ProtocolRun, Run, UsageProblem
 
 from . import px
-from .protocol import CLASSIFICATIONS, HERE, PREREG, PROTOCOL, engine_config
+from .protocol import CLASSIFICATIONS, HERE, OTHER_SCALE_WARMUP, PREREG, PROTOCOL, engine_config
 
 SPEC = PREREG.values
 PER_SCALE = {"scale", "recur_start", "warmup_centre", "warmup_jitter"}
@@ -38,7 +38,7 @@ def test_engine_config_takes_every_value_from_the_prereg(scale):
 
 def test_a_model_outside_the_scales_takes_the_other_warmup():
     config = engine_config(None, recur_start=4)
-    other = SPEC.warmup_other_scale
+    other = OTHER_SCALE_WARMUP
     assert (config.scale, config.recur_start, config.warmup_centre, config.warmup_jitter) == (
         "other", 4, other.warmup_centre, other.warmup_jitter)
     with pytest.raises(px.PxError, match="needs recur_start="):
@@ -65,7 +65,7 @@ def test_original_constants_are_frozen():
         "4B": ("google/gemma-3-4b-it", 8, 2280.0, 15.0),
         "E2B": ("google/gemma-3n-E2B-it", 10, 620.0, 5.0),
     }
-    assert (SPEC.warmup_other_scale.warmup_centre, SPEC.warmup_other_scale.warmup_jitter) == (1000.0, 5.0)
+    assert (OTHER_SCALE_WARMUP.warmup_centre, OTHER_SCALE_WARMUP.warmup_jitter) == (1000.0, 5.0)
     assert SPEC.generation.max_new_tokens == 60
     assert (SPEC.generation.dtype_cuda, SPEC.generation.dtype_cpu) == ("bfloat16", "float32")
 

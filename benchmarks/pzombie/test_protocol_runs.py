@@ -381,7 +381,7 @@ def test_bundled_gemma3_270m_killed_and_resumed(pytester: pytest.Pytester, tmp_p
     provenance = protocol["provenance"]
     assert provenance["model"]["revision"].startswith("sha256:")
     assert provenance["extra"]["settings"]["max_new_tokens"] == SELF_CHECK_MAX_NEW_TOKENS
-    deviations = provenance["extra"]["deviations"]
+    deviations = provenance["deviations"]
     assert any("instead of the preregistered 'google/gemma-3-270m-it'" in d for d in deviations)
     assert any("bundled offline checkpoint" in d for d in deviations)
     assert f"max_new_tokens {SELF_CHECK_MAX_NEW_TOKENS} instead of 60" in deviations

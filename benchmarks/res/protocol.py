@@ -113,17 +113,19 @@ def parse_answer(text: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def check_label_tokens(model: Any, labels: Sequence[str]) -> None:
-    """Refuse a tokenizer for which the labels are not single, distinct tokens (scripted models have none)."""
+def check_label_tokens(model: Any, labels: Sequence[str]) -> dict[str, int] | None:
+    """The token id of each label, refusing a tokenizer for which the labels are not single, distinct tokens;
+    None for a model without a tokenizer (a scripted model scores the labels by their index)."""
     encode = getattr(model, "encode", None)
     if encode is None:
-        return
+        return None
     ids = [encode(label) for label in labels]
     if any(len(i) != 1 for i in ids) or len({i[0] for i in ids}) != len(ids):
         raise ModelError(
             f"the tokenizer of {model.describe().id} does not encode {list(labels)} as single distinct tokens "
             f"({ids}); first-token scoring is not defined for it"
         )
+    return {label: int(i[0]) for label, i in zip(labels, ids)}
 
 
 # --------------------------------------------------------------------------- records
@@ -233,6 +235,10 @@ class ResProtocol(Protocol[ResUnit, ResRecord]):
                "deviation", choices=RES_VARIANTS, alias="--fixture-set"),
     )
 
+    def __init__(self, folder: Path | None = None):
+        super().__init__(folder)
+        self._label_token_ids: dict[str, dict[str, int] | None] = {}  # by run id, from check_model
+
     def configure(self, run: ProtocolRun) -> dict[str, Any]:
         return {"fixture_set": run.option("fixture-set") or self.spec.measurement.fixture_set}
 
@@ -244,7 +250,7 @@ class ResProtocol(Protocol[ResUnit, ResRecord]):
 
     def fixture_sets(self, run: ProtocolRun) -> dict[str, Any]:
         variant = run.settings["fixture_set"]
-        return {f"res-{variant}": build_res_fixtures(variant)}
+        return {f"res-{variant}": build_res_fixtures(variant, seed=self.spec.seeds["fixtures"])}
 
     def _sets(self, run: ProtocolRun) -> dict[str, list[dict[str, Any]]]:
         return run.fixture_sets[f"res-{run.settings['fixture_set']}"]
@@ -268,7 +274,11 @@ class ResProtocol(Protocol[ResUnit, ResRecord]):
         return gold_label(unit.row)
 
     def check_model(self, run: ProtocolRun, model: Any) -> None:
-        check_label_tokens(model, self.spec.measurement.labels)
+        self._label_token_ids[run.run_id] = check_label_tokens(model, self.spec.measurement.labels)
+
+    def provenance_extra(self, run: ProtocolRun) -> dict[str, Any]:
+        # The label -> token id map first-token scoring reads (null for a model without a tokenizer).
+        return {"label_token_ids": self._label_token_ids.get(run.run_id)}
 
     def measure(self, run: ProtocolRun, model: Any, batch: Sequence[ResUnit]) -> list[ResRecord]:
         spec = self.spec.measurement

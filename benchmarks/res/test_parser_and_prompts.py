@@ -83,4 +83,4 @@ class _Vocabulary:
 def test_labels_must_be_single_distinct_tokens(table) -> None:
     with pytest.raises(ModelError, match="single distinct tokens"):
         check_label_tokens(_Vocabulary(table), ("A", "B"))
-    check_label_tokens(_Vocabulary({"A": [5], "B": [6]}), ("A", "B"))
+    assert check_label_tokens(_Vocabulary({"A": [5], "B": [6]}), ("A", "B")) == {"A": 5, "B": 6}

@@ -19,7 +19,7 @@ from benchmarks.core.selfcheck import (
     run_rescorer,
 )
 
-from .protocol import GATE, HERE
+from .protocol import GATE, HERE, PREREG
 
 SCENARIO_MODELS = '''
 from dataclasses import dataclass
@@ -56,6 +56,17 @@ scenario("scripted-res-mismatch", wrong, right)
 scenario("scripted-res-prose", right, lambda gold: Prose("I would need more context before deciding."))
 scenario("scripted-res-five-factor", lambda g: ByCondition(wrong(g), right(g)), lambda g: ByCondition(wrong(g), right(g)))
 scenario("scripted-res-mixed", right, lambda g: ByCondition(right(g), wrong(g)))
+
+
+class WithTokenizer(ScriptedModel):
+    """The oracle with a tokenizer: each label is one token (A -> 330, B -> 426)."""
+
+    def encode(self, text):
+        return [{"A": 330, "B": 426}[text]] if text in ("A", "B") else [1, 2]
+
+
+models.register_model("scripted-res-tokenizer", "scripted", "oracle with a tokenizer",
+                      lambda gold, **_: WithTokenizer("scripted-res-tokenizer", right(gold)))
 '''
 
 COMPLETENESS = ["test_fixtures_built", "test_logit_scoring_done", "test_greedy_generation_done", "test_parsing_done",
@@ -110,6 +121,21 @@ def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: 
     assert summary["classifications"]["gate"] == expected_label
     assert summary["deviations"] == [f"model {model!r} instead of the preregistered 'Qwen/Qwen2.5-1.5B-Instruct'"]
     assert rescore(run_dir)["classification"] == expected_label
+    # One status word for a decided run in summary.json and report.json; the provenance holds the deviations.
+    assert summary["status"] == protocol["status"] == "complete"
+    provenance = json.loads((run_dir / "provenance.json").read_text())
+    assert provenance["deviations"] == summary["deviations"] and "deviations" not in provenance["extra"]
+    assert provenance["extra"]["label_token_ids"] is None  # a scripted model has no tokenizer
+
+
+def test_provenance_records_the_label_token_ids(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    _, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-res-tokenizer")
+    assert report["benchmark"]["protocols"]["res"]["status"] == "complete"
+    provenance = json.loads((run_dir / "provenance.json").read_text())
+    assert provenance["extra"]["label_token_ids"] == {"A": 330, "B": 426}
+    header = PREREG.values.protocol
+    assert json.loads((run_dir / "summary.json").read_text())["preregistration"] == {
+        "name": "res", "title": header.title, "registered": "2026-09-13", "seed_document": header.seed_document}
 
 
 def test_balanced_fixture_set_is_recorded_as_a_deviation(pytester: pytest.Pytester, tmp_path: Path) -> None:
@@ -117,7 +143,7 @@ def test_balanced_fixture_set_is_recorded_as_a_deviation(pytester: pytest.Pytest
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["fixture_set"] == "balanced"
     assert "fixture set 'balanced' instead of 'preregistered'" in summary["deviations"]
-    assert report["benchmark"]["protocols"]["res"]["provenance"]["extra"]["deviations"] == summary["deviations"]
+    assert report["benchmark"]["protocols"]["res"]["provenance"]["deviations"] == summary["deviations"]
     best = {condition: max(table.values()) for condition, table in summary["heuristic_audit"].items()}
     assert best == {"five_factor": 0.625, "minimal_owner_indexed": 0.6875}
 
