@@ -259,14 +259,15 @@ class _Verifier:
                 if recorded != prov.prereg_sha256:
                     self.add(INCONSISTENT, check, f"prereg_sha256 {str(recorded)[:12]} != provenance.json's "
                              f"{prov.prereg_sha256[:12]}", REPORT_FILE, "provenance.prereg_sha256")
-        summary = self.read("summary.json", check)
+        summary_name = self._summary_name()
+        summary = self.read(summary_name, check)
         if isinstance(summary, dict):
             self.summary = summary
             if summary.get("prereg_sha256") != prov.prereg_sha256:
                 self.add(INCONSISTENT, check, f"prereg_sha256 {str(summary.get('prereg_sha256'))[:12]} != "
-                         f"provenance.json's {prov.prereg_sha256[:12]}", "summary.json", "prereg_sha256")
+                         f"provenance.json's {prov.prereg_sha256[:12]}", summary_name, "prereg_sha256")
             if summary.get("fixtures_sha256") != dict(prov.fixtures_sha256):
-                self.add(INCONSISTENT, check, "fixtures_sha256 differs from provenance.json's", "summary.json",
+                self.add(INCONSISTENT, check, "fixtures_sha256 differs from provenance.json's", summary_name,
                          "fixtures_sha256")
             if self.report_entry is not None:
                 labels = {name: (c.get("outcome") or {}).get("label")
@@ -274,9 +275,9 @@ class _Verifier:
                 for name, label in labels.items():
                     if (summary.get("classifications") or {}).get(name) != label:
                         self.add(INCONSISTENT, check, f"{name} = {(summary.get('classifications') or {}).get(name)!r}"
-                                 f", report.json says {label!r}", "summary.json", f"classifications.{name}")
+                                 f", report.json says {label!r}", summary_name, f"classifications.{name}")
         elif summary is not None:
-            self.add(INCONSISTENT, check, "not a JSON object", "summary.json")
+            self.add(INCONSISTENT, check, "not a JSON object", summary_name)
         fixtures = self.read(FIXTURES_FILE, check)
         if fixtures is not None:
             sets = fixtures.get("sets") if isinstance(fixtures, dict) else None
@@ -484,17 +485,38 @@ class _Verifier:
                      f"{first.get('recomputed')!r} (the first of {count} disagreement{'s' if count > 1 else ''})",
                      self._ledger_name(), str(first.get("field")))
             return
-        name = self._primary_classification()
-        recorded = (self.summary.get("classifications") or {}).get(name) if name else None
-        if name is None or out["classification"] != recorded:
-            self.add(INCONSISTENT, check, f"derives {out['classification']!r}, the run recorded "
-                     f"{name} = {recorded!r}", "summary.json", f"classifications.{name}")
-            return
-        self.add(OK, check, f"no disagreement; derives {name} = {recorded}")
+        recorded_all = self.summary.get("classifications") or {}
+        derived = out.get("classifications")
+        if isinstance(derived, dict) and derived and set(derived) <= set(recorded_all):
+            pairs = [(name, derived[name]) for name in recorded_all if name in derived]
+        else:
+            pairs = [(self._primary_classification(), out["classification"])]
+        for name, label in pairs:
+            recorded = recorded_all.get(name) if name else None
+            if name is None or label != recorded:
+                self.add(INCONSISTENT, check, f"derives {label!r}, the run recorded {name} = {recorded!r}",
+                         self._summary_name(), f"classifications.{name}")
+                return
+        self.add(OK, check, "no disagreement; derives " + ", ".join(f"{n} = {l}" for n, l in pairs))
 
     def _ledger_name(self) -> str:
         records = (self.summary or {}).get("records")
         return records.get("file", "records.jsonl") if isinstance(records, dict) else "records.jsonl"
+
+    def _summary_name(self) -> str:
+        """The protocol's summary file (``summary.json`` unless the protocol names another, as P-Zombie's ``stats.json``)."""
+        protocol = self.protocol
+        if protocol is None and self.prereg_path is not None:
+            try:
+                protocol = self.protocol = self._load_protocol()
+            except Exception:
+                protocol = None
+        if protocol is None and self.provenance is not None:  # before the repository is read: the suite's own
+            try:
+                protocol = importlib.import_module(f"benchmarks.{self.provenance.protocol}.protocol").PROTOCOL
+            except Exception:
+                protocol = None
+        return getattr(protocol, "summary_file", None) or "summary.json"
 
     def _primary_classification(self) -> str | None:
         if self.protocol is None:

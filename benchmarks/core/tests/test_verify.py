@@ -100,7 +100,11 @@ def test_an_unchanged_run_is_verified(pytester: pytest.Pytester, project: Path, 
     run_dir = run_toy(pytester, "-n", workers)
     manifest = json.loads((run_dir / MANIFEST_FILE).read_text())
     listed = [entry["path"] for entry in manifest["files"]]
-    assert listed == sorted(["fixtures.json", "provenance.json", "records.jsonl", "report.json", "summary.json"])
+    on_disk = sorted(path.relative_to(run_dir).as_posix() for path in run_dir.rglob("*")
+                     if path.is_file() and path.name != MANIFEST_FILE and not path.name.endswith(".lock"))
+    assert listed == on_disk
+    assert {"fixtures.json", "provenance.json", "records.jsonl", "report.json", "summary.json", "progress.json",
+            "report.html", "report.md"} <= set(listed)
     for entry in manifest["files"]:
         data = (run_dir / entry["path"]).read_bytes()
         assert entry["size"] == len(data) and entry["sha256"] == hashlib.sha256(data).hexdigest()
