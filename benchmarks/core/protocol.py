@@ -347,6 +347,12 @@ class Protocol(Generic[U, R]):
         (its summary is ``summary``) with :func:`benchmarks.core.report.pyplot`.  Default: none."""
         return []
 
+    def round_report(self, folder: Path, formats: str) -> list[Path] | None:
+        """``preregbench report`` on a folder that is no run directory: write the protocol's report over a
+        round of its runs held in ``folder`` (``formats`` is html, md or both) and return the written paths,
+        or None when ``folder`` is not such a round.  Default: None."""
+        return None
+
 
 def finite(values: Mapping[str, Any]) -> dict[str, float]:
     """The metrics a rule may read: numbers only; None, NaN and infinities are left out, so that a rule

@@ -694,9 +694,25 @@ def write_index(results_dir: str | Path) -> Path:
     return atomic_write_text(results / INDEX_HTML, render_index(rows, results))
 
 
+def write_round_reports(folder: str | Path, formats: str = "both") -> list[Path] | None:
+    """A protocol's report over a round of its runs (:meth:`Protocol.round_report`) when ``folder`` is no run
+    directory (no ``provenance.json``) and some protocol recognises it; None otherwise."""
+    folder = Path(folder)
+    if folder.is_symlink() or not folder.is_dir() or (folder / "provenance.json").exists():
+        return None
+    from .runcmd import protocols
+
+    for name in protocols():
+        protocol = find_protocol(name)
+        written = protocol.round_report(folder, formats) if protocol is not None else None
+        if written is not None:
+            return written
+    return None
+
+
 # --------------------------------------------------------------------------- preregbench report
 
-USAGE = ("usage: preregbench report RUN_DIR [--format html|md|both]\n"
+USAGE = ("usage: preregbench report RUN_DIR|ROUND_DIR [--format html|md|both]\n"
          "       preregbench report --index RESULTS_DIR")
 
 
@@ -732,7 +748,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if index:
             print(write_index(target))
         else:
-            for path in write_reports(target, fmt):
+            for path in write_round_reports(target, fmt) or write_reports(target, fmt):
                 print(path)
     except (ReportError, OSError) as exc:
         print(f"preregbench report: {_one_line(exc)}", file=sys.stderr)
@@ -741,7 +757,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["FIGURES_DIR", "Figure", "INDEX_HTML", "REPORT_HTML", "REPORT_MD", "ReportError", "RunNotFinished", "RunView", "load_run",
-           "main", "pyplot", "read_jsonl", "render_html", "render_md", "write_index", "write_reports"]
+           "main", "pyplot", "read_jsonl", "render_html", "render_md", "write_index", "write_reports",
+           "write_round_reports"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

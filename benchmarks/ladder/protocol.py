@@ -648,6 +648,11 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
 
         return report_figures(run_dir, summary)
 
+    def round_report(self, folder: Path, formats: str) -> list[Path] | None:
+        from .round_report import is_round_dir, write_round_reports
+
+        return write_round_reports(folder, formats) if is_round_dir(folder) else None
+
     def summary(self, run: ProtocolRun, records: Sequence[UnitRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
         return {"probe": run.settings.folder_name, "gate_row": self.gate_row(run, measured).as_dict(),
                 "analysis_files": list(self.result_files(run, records, measured))}
