@@ -148,3 +148,25 @@ def test_a_folder_without_probes_is_refused_with_one_line(tmp_path: Path, capsys
     assert report_main([str(tmp_path / "empty")]) == 4
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "empty" in err
+
+
+def test_round_report_in_headless_chromium(round_dir: Path, tmp_path: Path) -> None:
+    from benchmarks.core.tests._chromium import Browser, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("chromium is not installed (apt-get install chromium); the round report was not opened in a browser")
+    write_round_reports(round_dir, "html")
+    url = (round_dir / ROUND_HTML).as_uri()
+    with Browser(binary, tmp_path / "profile") as browser:
+        page = browser.page()
+        page.send("Emulation.setDeviceMetricsOverride", {"width": 1200, "height": 900, "deviceScaleFactor": 1,
+                                                         "mobile": False})
+        page.open(url)
+        assert page.console_errors() == []
+        assert [u for u in page.requests() if u != url and not u.startswith("data:image/svg+xml;base64,")] == []
+        assert page.evaluate("document.scripts.length") == 0
+        sizes = page.evaluate("[...document.querySelectorAll('img.figure')].map(i => [i.naturalWidth, "
+                              "i.naturalHeight, i.getBoundingClientRect().width, i.getBoundingClientRect().height])")
+        assert len(sizes) == 4 and all(min(s) > 0 for s in sizes), sizes
+        assert "Instrument verdict: NOT_PROVEN" in page.evaluate("document.body.innerText")
