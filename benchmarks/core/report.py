@@ -760,5 +760,7 @@ __all__ = ["FIGURES_DIR", "Figure", "INDEX_HTML", "REPORT_HTML", "REPORT_MD", "R
            "main", "pyplot", "read_jsonl", "render_html", "render_md", "write_index", "write_reports",
            "write_round_reports"]
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # through the imported module, so that its ReportError is the one protocols raise
+    from benchmarks.core.report import main as _main
+
+    raise SystemExit(_main())

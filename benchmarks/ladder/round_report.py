@@ -32,6 +32,7 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import quote
 
 from benchmarks.core._canonical import atomic_write_text
+from benchmarks.core.ledger import LedgerError
 from benchmarks.core.report import _CSS, FORMATS, Figure, ReportError, _e, _md, pyplot
 
 from .analysis import probe_analysis
@@ -388,18 +389,25 @@ def write_round_reports(folder: str | Path, formats: str = "both", fleet: Mappin
     if formats not in FORMATS:
         raise ReportError(f"format {formats!r} is not one of {', '.join(FORMATS)}")
     folder = Path(folder)
-    try:
-        if probes is None:
-            found = find_probes(folder)
-            if not found:
-                raise ReportError(f"{folder}: no probe directory (with metadata.json) under it; give the folder "
-                                  "of probe directories passed as --ladder-round-dir")
+    if probes is None:
+        found = find_probes(folder)
+        if not found:
+            raise ReportError(f"{folder}: no probe directory (with metadata.json) under it; give the folder "
+                              "of probe directories passed as --ladder-round-dir")
+        try:
             probes = read_probes(found)
-        fleet = dict(fleet) if fleet else default_fleet(probes)
-        report = round_data(probes, fleet)
-    except LadderError as exc:
-        raise ReportError(f"{folder}: {exc} (python -m benchmarks.ladder.round_report ROUND_DIR --fleet "
-                          "LABEL=MODEL ... names a fleet)") from None
+        except (ValueError, LedgerError) as exc:  # LadderError, a damaged ledger: one line naming the file
+            raise ReportError(f"{folder}: {exc}") from None
+    if not fleet:
+        try:
+            fleet = default_fleet(probes)
+        except LadderError as exc:
+            raise ReportError(f"{folder}: {exc} (python -m benchmarks.ladder.round_report ROUND_DIR --fleet "
+                              "LABEL=MODEL ... names them)") from None
+    try:
+        report = round_data(probes, dict(fleet))
+    except ValueError as exc:
+        raise ReportError(f"{folder}: {exc}") from None
     figures = render_figures(report)
     title = folder.resolve().name
     written = []

@@ -170,3 +170,23 @@ def test_round_report_in_headless_chromium(round_dir: Path, tmp_path: Path) -> N
                               "i.naturalHeight, i.getBoundingClientRect().width, i.getBoundingClientRect().height])")
         assert len(sizes) == 4 and all(min(s) > 0 for s in sizes), sizes
         assert "Instrument verdict: NOT_PROVEN" in page.evaluate("document.body.innerText")
+
+
+@pytest.mark.parametrize("damage", ["metadata", "ledger", "twice"])
+def test_an_unreadable_round_is_refused_with_one_line(round_dir: Path, tmp_path: Path, damage: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "round"
+    shutil.copytree(round_dir, copy, ignore=shutil.ignore_patterns("round_report*"))
+    folder = find_probes(copy)[0]
+    if damage == "metadata":
+        (folder / METADATA_FILE).write_text("{not json", encoding="utf-8")
+    elif damage == "ledger":
+        with (folder / "units.jsonl").open("a", encoding="utf-8") as ledger:
+            ledger.write('{"unit_id": "t1-000", "broken\n{"also": 1}\n')
+    else:  # the same rung's probe twice in one round
+        shutil.copytree(folder, copy / "again" / folder.name)
+    assert report_main([str(copy)]) == 4
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured.err
+    assert not (copy / ROUND_HTML).exists()
+    assert {"metadata": METADATA_FILE, "ledger": "units.jsonl", "twice": "was probed twice"}[damage] in captured.err
