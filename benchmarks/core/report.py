@@ -569,6 +569,11 @@ def _md(value: Any) -> str:
     return re.sub(r"([\\`*_\[\]|!~])", r"\\\1", text)
 
 
+#: The style sheet, HTML escaping and Markdown escaping of the reports, for a protocol's report over several runs
+#: (:meth:`Protocol.round_report`) to look and escape the same.
+REPORT_CSS, escape_html, escape_md = _CSS, _e, _md
+
+
 def render_md(view: RunView) -> str:
     out = [f"# {_md(view.title)}: run {_md(view.run_id)}", ""]
     banner = _model_banner(view)
@@ -756,8 +761,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["FIGURES_DIR", "Figure", "INDEX_HTML", "REPORT_HTML", "REPORT_MD", "ReportError", "RunNotFinished", "RunView", "load_run",
-           "main", "pyplot", "read_jsonl", "render_html", "render_md", "write_index", "write_reports",
+__all__ = ["FIGURES_DIR", "FORMATS", "Figure", "INDEX_HTML", "REPORT_CSS", "REPORT_HTML", "REPORT_MD", "ReportError", "RunNotFinished", "RunView", "load_run",
+           "main", "pyplot", "read_jsonl", "escape_html", "escape_md", "render_html", "render_md", "write_index", "write_reports",
            "write_round_reports"]
 
 if __name__ == "__main__":  # through the imported module, so that its ReportError is the one protocols raise

@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 from urllib.parse import quote
 
-from benchmarks.core._canonical import atomic_write_text
-from benchmarks.core.ledger import LedgerError
-from benchmarks.core.report import _CSS, FORMATS, Figure, ReportError, _e, _md, pyplot
+from benchmarks.core import LedgerError, atomic_write_text
+from benchmarks.core.report import FORMATS, REPORT_CSS, Figure, ReportError, pyplot
+from benchmarks.core.report import escape_html as _e
+from benchmarks.core.report import escape_md as _md
 
 from .analysis import probe_analysis
 from .gate import TIERS
@@ -328,7 +329,7 @@ def render_round_html(title: str, report: Mapping[str, Any], figures: Sequence[t
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
            "style-src 'unsafe-inline'\">",
-           f"<title>Capability ladder round {_e(title)}</title>", f"<style>{_CSS}</style></head><body>",
+           f"<title>Capability ladder round {_e(title)}</title>", f"<style>{REPORT_CSS}</style></head><body>",
            f"<h1>Capability ladder: round report of <span class=\"mono\">{_e(title)}</span></h1>",
            '<section id="verdict">']
     for name, text in _verdict_lines(report):

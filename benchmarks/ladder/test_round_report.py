@@ -25,6 +25,7 @@ from .protocol import HERE, PREREG
 from .records import METADATA_FILE, find_probes, read_probes
 from .report import fleet_report
 from .round_report import ROUND_FIGURES_DIR, ROUND_HTML, ROUND_MD, round_data, write_round_reports
+from .round_report import main as round_report_main
 from .worker import SIMULATED_FLEET
 
 STATE, SEED = PREREG.values.rounds.states[2], PREREG.values.rounds.seeds[2]
@@ -110,7 +111,8 @@ def test_figure_numbers_are_the_probes_analysis_numbers(round_dir: Path) -> None
     # the numbers printed beneath the figures are these numbers
     write_round_reports(round_dir, "html")
     page = (round_dir / ROUND_HTML).read_text(encoding="utf-8")
-    table = re.search(rf'<table class="figure-data" data-figure="r0_{STATE}_error_by_tier">(.*?)</table>', page).group(1)
+    table = re.search(rf'<table class="figure-data" data-figure="r0_{STATE}_error_by_tier">(.*?)</table>',
+                      page).group(1)
     cells = re.findall(r"<tr><td>R0</td>(.*?)</tr>", table)[0]
     assert re.findall(r"<td>([^<]*)</td>", cells) == [f"{v:.3f}" for v in data["tier_error"]["R0"]] + [
         f"{data['overall_error']['R0']:.3f}"]
@@ -155,7 +157,8 @@ def test_round_report_in_headless_chromium(round_dir: Path, tmp_path: Path) -> N
 
     binary = find_chromium()
     if binary is None:
-        pytest.skip("chromium is not installed (apt-get install chromium); the round report was not opened in a browser")
+        pytest.skip("chromium is not installed (apt-get install chromium); the round report was not opened "
+                    "in a browser")
     write_round_reports(round_dir, "html")
     url = (round_dir / ROUND_HTML).as_uri()
     with Browser(binary, tmp_path / "profile") as browser:
@@ -190,3 +193,17 @@ def test_an_unreadable_round_is_refused_with_one_line(round_dir: Path, tmp_path:
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured.err
     assert not (copy / ROUND_HTML).exists()
     assert {"metadata": METADATA_FILE, "ledger": "units.jsonl", "twice": "was probed twice"}[damage] in captured.err
+
+
+def test_the_ladder_command_names_any_fleet(round_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "round"
+    shutil.copytree(round_dir, copy, ignore=shutil.ignore_patterns("round_report*"))
+    fleet = {"R0": SIMULATED_FLEET["R0"], "R4": SIMULATED_FLEET["R4"]}  # a two-rung fleet: nothing is missing
+    assert round_report_main([str(copy), "--format", "html"] + [f"--fleet={k}={v}" for k, v in fleet.items()]) == 0
+    page = (copy / ROUND_HTML).read_text(encoding="utf-8")
+    verdict = fleet_report(read_probes(find_probes(copy)), fleet)["instrument"]
+    assert "not probed" not in verdict["reason"]
+    assert f"Instrument verdict: {verdict['label']}: {verdict['reason']}" in page.replace("&#x27;", "'")
+    assert not (copy / ROUND_MD).exists()
+    with pytest.raises(SystemExit):
+        round_report_main([str(copy), "--fleet", "R0"])
