@@ -14,7 +14,7 @@ COMMANDS = {
     "list": ("benchmarks.core.runcmd", "main_list", "list protocols, models or fixture-sets"),
     "compare": ("benchmarks.core.compare", "main", "compare two runs of one protocol on the same fixtures, unit by unit: RUN_A RUN_B"),
     "verify": ("benchmarks.core.verify", "main", "check a finished run: VERIFIED 0, EXPLORATORY 1, TAMPERED/INCONSISTENT 2, usage 4: RUN_DIR"),
-    "report": ("benchmarks.core.report", "main", "re-render a run's report: RUN_DIR [--format html|md|both], or --index RESULTS_DIR"),
+    "report": ("benchmarks.core.report", "main", "re-render a run's report: RUN_DIR [--format html|md|both], a protocol's round report: ROUND_DIR, or --index RESULTS_DIR"),
     "new": ("benchmarks.core.new", "main", "write a runnable protocol skeleton: NAME"),
 }
 
