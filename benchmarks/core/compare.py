@@ -32,24 +32,14 @@ from typing import Any, Mapping
 from ._canonical import FileReadError, FileWriteError, atomic_write_json
 from .ledger import LedgerError, read_ledger
 from .provenance import ProvenanceError, read_provenance
-from .stats import binomial_cdf, paired_difference_interval
+from .paired import mcnemar_exact
+from .stats import paired_difference_interval
 
 EXIT_OK, EXIT_USAGE = 0, 4
 
 
 class CompareRefused(ValueError):
     """Two runs that cannot be compared; the message is one line saying why."""
-
-
-def mcnemar_exact(first_only: int, second_only: int) -> float:
-    """Two-sided exact McNemar p-value: 2 x the smaller binomial tail of the discordant counts at 1/2, capped at 1."""
-    for value in (first_only, second_only):
-        if isinstance(value, bool) or int(value) != value or value < 0:
-            raise ValueError(f"discordant counts must be non-negative integers, got {first_only!r}, {second_only!r}")
-    n = first_only + second_only
-    if n == 0:
-        return 1.0
-    return min(1.0, 2.0 * binomial_cdf(min(first_only, second_only), n, 0.5))
 
 
 @dataclass(frozen=True)
@@ -209,4 +199,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["CompareRefused", "PairedMeasure", "compare_runs", "main", "mcnemar_exact", "paired_table"]
+__all__ = ["CompareRefused", "PairedMeasure", "compare_runs", "main", "paired_table"]

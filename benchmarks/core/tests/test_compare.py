@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
-from benchmarks.core.compare import mcnemar_exact, paired_table
+from benchmarks.core.compare import paired_table
+from benchmarks.core.paired import mcnemar_exact
 from benchmarks.core.rundir import SUITE_ROOT
 
 
