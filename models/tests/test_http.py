@@ -48,6 +48,10 @@ class ScriptedServer(http.server.ThreadingHTTPServer):
         self.in_flight: dict[str, int] = {}  # per behaviour
         self.max_in_flight: dict[str, int] = {}
         self.release = threading.Event()  # set at teardown: slow handlers stop waiting
+        self.turns = threading.Condition(self.lock)  # the "waves" behaviour: who answers next
+        self.waiting: set[int] = set()  # prompt indices of "waves" requests not yet answered
+        self.arrived = 0  # "waves" requests received so far
+        self.expected = 0  # "waves" requests the test will send
 
     @property
     def url(self) -> str:
@@ -64,7 +68,16 @@ class ScriptedHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def leave(self) -> None:
+        """This request stops counting as in flight: before its response is written, so a client that
+        starts its next request on reading the response never meets the previous one still counted."""
+        if getattr(self, "counted", None):
+            with self.server.lock:
+                self.server.in_flight[self.counted] -= 1
+            self.counted = None
+
     def send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        self.leave()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -89,11 +102,11 @@ class ScriptedHandler(http.server.BaseHTTPRequestHandler):
             server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
             server.in_flight[behaviour] = server.in_flight.get(behaviour, 0) + 1
             server.max_in_flight[behaviour] = max(server.max_in_flight.get(behaviour, 0), server.in_flight[behaviour])
+        self.counted = behaviour
         try:
             self.answer(behaviour, rest, body)
         finally:
-            with server.lock:
-                server.in_flight[behaviour] -= 1
+            self.leave()
 
     def answer(self, behaviour: str, rest: str, body: dict[str, Any]) -> None:
         if rest != "v1/chat/completions":
@@ -124,15 +137,28 @@ class ScriptedHandler(http.server.BaseHTTPRequestHandler):
             completion["choices"][0]["finish_reason"] = "length"
             del completion["usage"]
             self.send(200, json.dumps(completion).encode())
-        elif behaviour == "sleepy":
-            # 0.3 s, later prompts a little faster, so completion order differs from prompt order.
-            index = int(content.split()[-1])
-            time.sleep(0.3 + 0.01 * (8 - index))
+        elif behaviour == "waves":
+            self.wait_for_turn(int(content.split()[-1]))
             self.send(200, json.dumps(completion).encode())
         elif behaviour == "ok":
             self.send(200, json.dumps(completion).encode())
         else:
             self.send(404, b'{"detail": "no such behaviour"}')
+
+
+    def wait_for_turn(self, index: int) -> None:
+        """Hold the request until four are held (or every expected one has arrived), then answer the held ones
+        highest prompt index first: completion order then differs from prompt order, driven by arrivals alone."""
+        server = self.server
+        with server.turns:
+            server.arrived += 1
+            server.waiting.add(index)
+            server.turns.notify_all()
+            server.turns.wait_for(lambda: server.release.is_set() or (
+                (len(server.waiting) >= 4 or server.arrived == server.expected) and index == max(server.waiting)),
+                timeout=60)
+            server.waiting.discard(index)
+            server.turns.notify_all()
 
 
 @pytest.fixture(scope="module")
@@ -251,14 +277,15 @@ def test_refused_connection_is_retried_then_coded(monkeypatch: pytest.MonkeyPatc
 
 
 def test_concurrency_keeps_prompt_order(server: ScriptedServer) -> None:
-    model = OpenAIChatModel(f"{server.url}/sleepy/v1", "served-model", max_concurrency=4)
-    start = time.monotonic()
+    """Four requests at once, never more, answered out of order (the server holds each until four are waiting,
+    then answers the highest prompt index first); the responses still come back in prompt order."""
+    server.expected = 8
+    model = OpenAIChatModel(f"{server.url}/waves/v1", "served-model", max_concurrency=4)
     responses = model.generate([chat(f"prompt {i}") for i in range(8)])
-    elapsed = time.monotonic() - start
     assert [r.index for r in responses] == list(range(8))
     assert [r.text for r in responses] == [f"echo: prompt {i}" for i in range(8)]
-    assert elapsed < 8 * 0.3 / 2  # two waves of four, not eight sequential requests
-    assert server.max_in_flight["sleepy"] == 4
+    assert server.max_in_flight["waves"] == 4  # a client one at a time would reach 1 (and wait out the hold)
+    assert server.arrived == 8 and server.waiting == set()
 
 
 # -- misuse, settings, description ------------------------------------------------------------------
