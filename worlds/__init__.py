@@ -86,6 +86,10 @@ from ._showcase import (
 from ._signature import dependent, motif_signature, solution_classes
 from ._structure import isomorphism_certificate, production_edges
 from ._token_workshop import TokenState, TokenWorkshop
+from ._dataflow import Binding, Dataflow, DataflowState, parse_program
+from ._dataflow_check import check_bindings
+from ._dataflow_enum import enumerate_programs
+from ._dataflow_reference import replay as dataflow_reference_replay
 
 #: Folder holding the shipped world files.
 DATA_DIR = Path(__file__).parent / "data"
@@ -94,11 +98,22 @@ SCHEMA_PATH = Path(__file__).parent / "schema" / "world.schema.json"
 
 register_family(TokenWorkshop())
 register_family(Schedule())
+register_family(Dataflow())
 
 
 def shipped_worlds() -> tuple[Path, ...]:
     """Paths of the world files shipped under ``worlds/data``, sorted."""
     return tuple(sorted(DATA_DIR.glob("*.toml")))
+
+
+#: Folder holding the shipped worlds of family ``dataflow`` (kept apart from the
+#: certification set of the step-sequence checker under ``data/*.toml``).
+DATAFLOW_DIR = DATA_DIR / "dataflow"
+
+
+def dataflow_worlds() -> tuple[Path, ...]:
+    """Paths of the shipped dataflow world files under ``worlds/data/dataflow``, sorted."""
+    return tuple(sorted(DATAFLOW_DIR.glob("*.toml")))
 
 
 __all__ = [
@@ -184,4 +199,20 @@ __all__ = [
     "solution_classes",
     "validate_manifest",
     "world_from_mapping",
+    "Binding",
+    "DATAFLOW_DIR",
+    "Dataflow",
+    "DataflowState",
+    "check_bindings",
+    "dataflow_reference_replay",
+    "dataflow_worlds",
+    "enumerate_programs",
+    "parse_program",
 ]
+
+from ._generate import GENERATOR_VERSION, GenerationResult, generate_pairs  # noqa: E402
+from ._interchange import interchangeable_edges  # noqa: E402
+from ._tiers import TIERS, tier_of, tier_properties  # noqa: E402
+
+__all__ += ["GENERATOR_VERSION", "GenerationResult", "TIERS", "generate_pairs", "interchangeable_edges",
+            "tier_of", "tier_properties"]

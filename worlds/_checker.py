@@ -152,6 +152,9 @@ def check(world: World, candidate_text: str) -> CheckResult:
         raise CheckerUsageError(
             f"check() needs a World (from load_world), got {type(world).__name__}"
         )
+    own = getattr(get_family(world.family), "check_text", None)
+    if own is not None:  # a family with its own artifact grammar (dataflow)
+        return own(world, candidate_text)
     parsed = parse_candidate(candidate_text)
     if not parsed.ok:
         return CheckResult(
@@ -176,6 +179,10 @@ def check_steps(world: World, steps) -> CheckResult:
             f"check_steps() needs a World (from load_world), got {type(world).__name__}"
         )
     fam = get_family(world.family)
+    if getattr(fam, "check_text", None) is not None:
+        raise CheckerUsageError(
+            f"world {world.id} of family {world.family} has its own artifact grammar; check its text with check()"
+        )
     state = world.initial_state
     cost = 0
     trace: list[TraceEntry] = []

@@ -196,8 +196,11 @@ def build_pair(spec: PairSpec) -> tuple[Pair, dict]:
     Raises PairConstructionError naming the pair and what to change when the
     spec cannot give a valid, copy-proof, matched fixture.
     """
-    with open(spec.base, "rb") as fh:
-        base_raw = tomllib.load(fh)
+    if spec.base_raw is not None:
+        base_raw = copy.deepcopy(spec.base_raw)
+    else:
+        with open(spec.base, "rb") as fh:
+            base_raw = tomllib.load(fh)
     base_raw.pop("examples", None)
     base = world_from_mapping(base_raw, source=str(spec.base))
     f_rep = instantiate_replica(base_raw, spec.f_seed, "W")

@@ -125,6 +125,10 @@ def enumerate_solutions(world: World, bounds: Bounds | None = None) -> Enumerati
         raise WorldsError(
             f"enumerate_solutions() needs a World (from load_world), got {type(world).__name__}"
         )
+    if getattr(get_family(world.family), "check_text", None) is not None:
+        raise WorldsError(
+            f"world {world.id} of family {world.family} is not a step sequence; enumerate it with enumerate_programs()"
+        )
     b = bounds or Bounds()
     max_steps = _effective_steps(world, b)
     max_cost = (

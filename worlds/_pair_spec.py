@@ -35,6 +35,8 @@ class PairSpec:
     motif: optional pinned withheld motif, a production edge on the base's
         labels; when absent the builder picks one.
     source: file the spec came from.
+    base_raw: the base world mapping itself, when it does not come from a
+        file (the seeded generator); ``base`` then only names it.
     """
 
     pair_id: str
@@ -47,6 +49,7 @@ class PairSpec:
     c_demo: tuple[str, ...] | None = None
     motif: tuple[str, str, str] | None = None
     source: str = "<spec>"
+    base_raw: dict | None = None
 
 
 def load_pair_spec(path: str | Path) -> PairSpec:

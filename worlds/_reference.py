@@ -61,6 +61,10 @@ def _lines(text: str) -> list[tuple] | None:
 
 def replay(raw: Mapping[str, Any], text: str) -> Replay:
     """Interpret ``text`` against the world mapping ``raw``."""
+    if raw["family"] == "dataflow":  # programs, not step sequences: the family's own interpreter
+        from ._dataflow_reference import replay as replay_program
+
+        return replay_program(raw, text)
     steps = _lines(text) if len(text) <= 1_000_000 else None
     fam = raw["family"]
     sem = _TokenRef(raw) if fam == "token_workshop" else _ScheduleRef(raw)

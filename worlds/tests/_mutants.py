@@ -225,18 +225,23 @@ CHECKS: dict[str, Callable[[], list[str]]] = {
 
 
 @contextmanager
-def _patched(**attrs) -> Iterator[None]:
-    saved = {k: getattr(ck, k) for k in attrs}
+def patched(module, **attrs) -> Iterator[None]:
+    """``module``'s named attributes replaced for the block and restored after it (the mutant tables' one patcher)."""
+    saved = {k: getattr(module, k) for k in attrs}
     try:
         for k, v in attrs.items():
-            setattr(ck, k, v)
+            setattr(module, k, v)
         yield
     finally:
         for k, v in saved.items():
-            setattr(ck, k, v)
+            setattr(module, k, v)
 
 
-class _FamilyProxy:
+def _patched(**attrs):
+    return patched(ck, **attrs)
+
+
+class FamilyProxy:
     """A family with some methods replaced; everything else delegates to the real one."""
 
     def __init__(self, real, **overrides):
@@ -258,7 +263,7 @@ def _family_mutant(family: str | None, make) -> Callable[[], contextmanager]:
         def get(name):
             fam = real_get(name)
             if family is None or name == family:
-                return _FamilyProxy(fam, **make(fam))
+                return FamilyProxy(fam, **make(fam))
             return fam
 
         with _patched(get_family=get):

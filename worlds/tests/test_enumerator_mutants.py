@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from contextlib import contextmanager
 
 import pytest
 
@@ -28,7 +27,7 @@ import worlds._enumerate as en
 from worlds import Status, check_steps, grounded_steps, world_from_mapping
 from worlds._audit import audit_sequences
 
-from ._mutants import check_enumeration
+from ._mutants import check_enumeration, patched
 from ._worlds import raw
 
 #: State {a: 1, x: 1} is reached by cheap() (2 steps and 2 cost left), by dear()
@@ -55,16 +54,8 @@ MEMO_WORLD = {
 }
 
 
-@contextmanager
 def _patched(**attrs):
-    saved = {k: getattr(en, k) for k in attrs}
-    try:
-        for k, v in attrs.items():
-            setattr(en, k, v)
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(en, k, v)
+    return patched(en, **attrs)
 
 
 #: the unpatched decision functions, for mutants that wrap them

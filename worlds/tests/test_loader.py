@@ -214,16 +214,16 @@ def test_load_world_reports_field_from_a_real_file(tmp_path):
 
 
 def test_registry_refuses_duplicates_and_suggests_names():
-    assert family_names() == ("schedule", "token_workshop")
+    assert family_names() == ("dataflow", "schedule", "token_workshop")
     with pytest.raises(FamilyRegistryError, match="already registered"):
         register_family(worlds.TokenWorkshop())
     with pytest.raises(
         FamilyRegistryError,
-        match=r"did you mean 'schedule'.*available: schedule, token_workshop",
+        match=r"did you mean 'schedule'.*available: dataflow, schedule, token_workshop",
     ):
         get_family("schedul")
     with pytest.raises(
-        FamilyRegistryError, match="available: schedule, token_workshop"
+        FamilyRegistryError, match="available: dataflow, schedule, token_workshop"
     ):
         get_family("zzz")
 

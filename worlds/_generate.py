@@ -1,0 +1,450 @@
+"""Seeded generator of latent base worlds and certified F/C pairs (token_workshop).
+
+``generate_pairs(family, seed, n, tier)`` repeats *draws* until it holds ``n``
+certified pairs. Draw ``k`` uses its own random stream, named by the generator
+version, family, tier, seed and ``k``, so the result is a pure function of the
+arguments. One draw:
+
+1. draws a latent base world from the tier's parameters (``_tiers``);
+2. enumerates every bounded solution of it and measures its tier properties;
+   a base whose measured tier is not the requested one is rejected;
+3. takes as withheld motif a production edge every bounded solution holds
+   (a draw with none is rejected: generated pairs are motif-required);
+4. draws source variants of the base (changed start and/or goal) and collects,
+   from all their bounded solutions, F demonstrations that realize the motif and
+   C demonstrations that do not, each within one step of the target optimum and
+   passing the copy audit (verbatim, renamed, relabelled, reordered, windowed);
+   C candidates whose structure is interchangeable with the motif in the target's
+   solution set (``_interchange``) are refused;
+5. pairs an F with a C demonstration, preferring equal primitive exposure (the
+   same recipe uses), and hands the choice, pinned, to ``build_pair``, which
+   builds the F/C replicas, the isomorphism certificate, the examples and the
+   prompts and re-runs every audit on the replicas;
+6. writes the manifest with the generator's version, parameters, tier and
+   audit results added.
+
+Every rejected draw is counted under one reason; demonstration candidates the
+audits refused are counted separately by what refused them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._copy_audit import copy_audit
+from ._enumerate import Bounds, EnumerationLimitError, enumerate_solutions
+from ._errors import PairConstructionError, WorldsError
+from ._interchange import interchangeable_edges
+from ._loader import world_from_mapping
+from ._manifest import TokenCounts, build_manifest
+from ._model import World
+from ._pair_spec import PairSpec
+from ._pair_types import Pair
+from ._construct import build_pair
+from ._signature import motif_signature
+from ._structure import production_edges, subject_of
+from ._tiers import TIERS, TierParams, tier_of, tier_properties, token_tier_params
+
+__all__ = ["GENERATOR_VERSION", "GenerationResult", "generate_pairs", "GENERATED_FAMILIES"]
+
+#: Version of the generator; part of every generated manifest and of every draw's random stream.
+GENERATOR_VERSION = "worlds.generate/1"
+#: Families the generator can draw.
+GENERATED_FAMILIES = ("token_workshop",)
+#: Solutions above this many make a base unusable (the audits enumerate them all).
+MAX_TARGET_SOLUTIONS = 2000
+#: Source variants drawn per side per draw.
+SOURCE_VARIANTS = 24
+#: Most demonstration candidates one draw runs the audits on.
+MAX_AUDITS = 200
+#: The copy audit's declared transformations (what a copied demonstration may undergo).
+COPY_TRANSFORMATIONS = ("verbatim", "renamed", "relabelled", "reordered", "reordered_relabelled", "windowed")
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """What one ``generate_pairs`` call produced.
+
+    pairs: the certified pairs, each with its manifest filled in.
+    draws: draws made.
+    rejections: reason -> number of rejected draws (one reason per draw).
+    candidate_rejections: what refused demonstration candidates -> how many.
+    parameters: the call's parameters (family, seed, n, tier, generator version, tier parameters).
+    """
+
+    pairs: tuple[Pair, ...]
+    draws: int
+    rejections: dict[str, int]
+    candidate_rejections: dict[str, int]
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-able record of the call (no manifests)."""
+        return {
+            "parameters": self.parameters,
+            "pairs": [p.pair_id for p in self.pairs],
+            "draws": self.draws,
+            "rejections": dict(sorted(self.rejections.items())),
+            "candidate_rejections": dict(sorted(self.candidate_rejections.items())),
+        }
+
+
+def _jsonable(d: dict) -> dict:
+    """``d`` with tuples written as lists, as JSON reads it back."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+class _Reject(Exception):
+    """A draw is rejected; ``reason`` is the counted code, ``detail`` says more."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+# ---------------------------------------------------------------- base worlds
+
+
+def _draw_token_world(rng: random.Random, tp: TierParams, wid: str) -> dict:
+    """A token_workshop base: a production chain with a tool made on the side and used as a catalyst,
+    plus parameterised decoy recipes that burn raw material into junk."""
+    length = rng.randint(*tp.chain)
+    n_raw = 2 if length <= 3 else 3
+    raws = [f"raw{i}" for i in range(n_raw)]
+    uses: Counter = Counter()
+    tool_raw = rng.choice(raws)
+    uses[tool_raw] += 1
+    recipes: list[dict] = [{"name": "make_tool", "inputs": {tool_raw: 1}, "outputs": {"tool": 1},
+                            "cost": rng.randint(*tp.real_cost)}]
+    tool_at = rng.randint(1, length)
+    for i in range(1, length + 1):
+        r = rng.choice(raws)
+        uses[r] += 1
+        inputs = {r: 1}
+        if i > 1:
+            inputs[f"part{i - 1}"] = 1
+        rec: dict[str, Any] = {"name": f"step{i}", "inputs": inputs, "outputs": {f"part{i}": 1},
+                               "cost": rng.randint(*tp.real_cost)}
+        if i == tool_at:
+            rec["catalysts"] = ["tool"]
+        recipes.append(rec)
+    for k in range(tp.decoys):
+        recipes.append({"name": f"scrap{k}", "params": [{"name": "x", "type": "raw"}], "inputs": {"x": 1},
+                        "outputs": {f"junk{k}": 1}, "cost": rng.randint(*tp.decoy_cost)})
+    initial = {r: uses[r] for r in raws if uses[r]}
+    if rng.random() < tp.spare_probability:
+        spare = rng.choice(raws)
+        initial[spare] = initial.get(spare, 0) + 1
+    tokens = {r: "raw" for r in raws}
+    tokens.update({f"part{i}": "part" for i in range(1, length + 1)})
+    tokens["tool"] = "tool"
+    tokens.update({f"junk{k}": "junk" for k in range(tp.decoys)})
+    constraints: list[dict] = []
+    for k in range(min(tp.constraints, tp.decoys)):
+        constraints.append({"kind": "at_most", "scope": "every_state", "tokens": [f"junk{k}"], "limit": 1})
+    if tp.constraints > tp.decoys:
+        constraints.append({"kind": "at_most", "scope": "final", "tokens": ["tool"], "limit": 2})
+    opt_cost = sum(r["cost"] for r in recipes if not r["name"].startswith("scrap"))
+    cap = max(3, *initial.values())
+    return {
+        "schema_version": 1,
+        "id": wid,
+        "family": "token_workshop",
+        "title": "generated workshop",
+        "token_types": ["raw", "part", "tool", "junk"],
+        "budget": {"max_steps": length + 1 + tp.step_slack, "max_cost": opt_cost + tp.cost_slack,
+                   "inventory_cap": cap},
+        "tokens": tokens,
+        "initial": initial,
+        "recipes": recipes,
+        "goal": {"require": {f"part{length}": 1}},
+        "constraints": constraints,
+    }
+
+
+def _token_source_overrides(base_raw: Mapping[str, Any], rng: random.Random) -> dict:
+    """One random source variant of a generated token_workshop base: 1-3 changes of start and goal."""
+    initial = dict(base_raw["initial"])
+    goal = dict(base_raw["goal"]["require"])
+    recipes = {r["name"]: r for r in base_raw["recipes"]}
+    length = sum(1 for r in recipes if r.startswith("step"))
+    decoys = sorted(r for r in recipes if r.startswith("scrap"))
+    moves = ["start_mid", "goal_junk", "short_goal", "tool_given", "spare_raw", "extra_tool"]
+    for move in rng.sample(moves, rng.randint(1, 3)):
+        if move == "start_mid" and length > 1:
+            i = rng.randint(1, length - 1)
+            for j in range(1, i + 1):
+                for tok in recipes[f"step{j}"]["inputs"]:
+                    if tok.startswith("raw") and initial.get(tok, 0) > 0:
+                        initial[tok] -= 1
+            initial[f"part{i}"] = initial.get(f"part{i}", 0) + 1
+        elif move == "goal_junk" and decoys:
+            goal[next(iter(recipes[rng.choice(decoys)]["outputs"]))] = 1
+        elif move == "short_goal" and length > 1:
+            j = rng.randint(1, length - 1)
+            goal.pop(f"part{length}", None)
+            goal[f"part{j}"] = 1
+        elif move == "tool_given":
+            initial["tool"] = initial.get("tool", 0) + 1
+        elif move == "spare_raw":
+            r = rng.choice(sorted(t for t in base_raw["tokens"] if t.startswith("raw")))
+            initial[r] = initial.get(r, 0) + 1
+        elif move == "extra_tool":
+            goal["tool"] = initial.get("tool", 0) + 1
+            tool_raw = next(iter(recipes["make_tool"]["inputs"]))
+            initial[tool_raw] = initial.get(tool_raw, 0) + 1
+    cap = base_raw["budget"]["inventory_cap"]
+    initial = {k: min(v, cap) for k, v in sorted(initial.items()) if v > 0}
+    return {"initial": initial, "goal": {"require": dict(sorted(goal.items()))}}
+
+
+_DRAW_WORLD = {"token_workshop": _draw_token_world}
+_DRAW_SOURCE = {"token_workshop": _token_source_overrides}
+_TIER_PARAMS = {"token_workshop": token_tier_params}
+
+
+# ---------------------------------------------------------------- demonstrations
+
+
+def _source_world(base_raw: Mapping[str, Any], overrides: Mapping[str, Any], vid: str) -> World | None:
+    m = copy.deepcopy(dict(base_raw))
+    m.update(copy.deepcopy(dict(overrides)))
+    m["id"], m["title"] = vid, f"source instance {vid}"
+    if m.get("initial") == base_raw.get("initial") and m.get("goal") == base_raw.get("goal"):
+        return None
+    try:
+        return world_from_mapping(m, source=f"<generated source {vid}>")
+    except WorldsError:
+        return None
+
+
+def _copy_kind(why: str) -> str:
+    for key, words in (("reordered_relabelled", "reordered and relabelled"), ("reordered", "reordered,"),
+                       ("relabelled", "relabelled"), ("renamed", "renamed"), ("verbatim", "verbatim")):
+        if words in why:
+            windowed = "its steps" in why
+            return f"copy_audit:{key}" + (":window" if windowed else "")
+    return "copy_audit:other"
+
+
+@dataclass
+class _Candidates:
+    f: list = field(default_factory=list)  # (steps, overrides, source world), motif realized
+    c: list = field(default_factory=list)  # the same, motif not realized
+    refused: Counter = field(default_factory=Counter)
+
+
+def _collect(base_raw: dict, motif, optimum: int, rng: random.Random, family: str) -> _Candidates:
+    """Demonstration candidates from drawn source variants: every bounded source solution of length
+    ``optimum`` or ``optimum + 1`` (so a copy, or a window of one, could be a target solution)."""
+    out = _Candidates()
+    seen: set = set()
+    for _ in range(SOURCE_VARIANTS):
+        ov = _DRAW_SOURCE[family](base_raw, rng)
+        key = repr(ov)
+        if key in seen:
+            continue
+        seen.add(key)
+        src = _source_world(base_raw, ov, "D-000000")
+        if src is None:
+            out.refused["source:invalid_or_unchanged"] += 1
+            continue
+        try:
+            sols = enumerate_solutions(src, Bounds(max_solutions=MAX_TARGET_SOLUTIONS)).solutions
+        except EnumerationLimitError:
+            out.refused["source:too_many_solutions"] += 1
+            continue
+        if not sols:
+            out.refused["source:no_solution"] += 1
+            continue
+        for sol in sols:
+            if not optimum <= len(sol) <= optimum + 1:
+                out.refused["demo:length_not_optimum_or_one_more"] += 1
+                continue
+            (out.f if motif in production_edges(src, sol) else out.c).append((sol, ov, src))
+    return out
+
+
+def _freq(world: World, sol: Sequence[str]) -> Counter:
+    return Counter(subject_of(world, s) for s in sol)
+
+
+def _pick(base: World, cands: _Candidates, audit, limit: int = MAX_AUDITS):
+    """The (F, C) candidate pair: equal exposure first, then smallest exposure distance, length gap, text.
+
+    ``audit(candidate, side)`` gives the reason a candidate is refused, or None; it is called lazily, in
+    preference order, on at most ``limit`` distinct candidates. Returns ((F steps, F overrides),
+    (C steps, C overrides), exposure distance) or None.
+    """
+    def groups(items):
+        out: dict = {}
+        for k, (steps, ov, _) in enumerate(items):
+            key = tuple(sorted(_freq(base, steps).items()))
+            out.setdefault(key, []).append(((len(steps), steps, repr(ov)), k))
+        return {key: [k for _, k in sorted(v)] for key, v in out.items()}
+
+    gf, gc = groups(cands.f), groups(cands.c)
+    options = []
+    for kf in gf:
+        ff, nf = dict(kf), sum(n for _, n in kf)
+        for kc in gc:
+            cf, nc = dict(kc), sum(n for _, n in kc)
+            if abs(nc - nf) > 1 or abs(len(cf) - len(ff)) > 1:
+                continue
+            dist = sum(abs(ff.get(x, 0) - cf.get(x, 0)) for x in set(ff) | set(cf))
+            options.append((dist, abs(nc - nf), nf, kf, kc))
+    options.sort()
+    verdict: dict = {}
+    for dist, _, _, kf, kc in options:
+        for i in gf[kf]:
+            for j in gc[kc]:
+                if cands.f[i][1] == cands.c[j][1]:
+                    continue
+                for side, k in (("F", i), ("C", j)):
+                    if (side, k) not in verdict:
+                        if len(verdict) >= limit:
+                            return None
+                        verdict[side, k] = audit((cands.f if side == "F" else cands.c)[k], side)
+                if verdict["F", i] is not None:
+                    break
+                if verdict["C", j] is None:
+                    return (cands.f[i][0], cands.f[i][1]), (cands.c[j][0], cands.c[j][1]), dist
+    return None
+
+
+# ---------------------------------------------------------------- one draw
+
+
+def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCounts,
+          refused: Counter) -> Pair:
+    stream = f"{GENERATOR_VERSION}/{family}/{tier}/{seed}/{index}"
+    rng = random.Random(stream)
+    tp = _TIER_PARAMS[family](tier)
+    pair_id = f"GEN-{'TW' if family == 'token_workshop' else family.upper()}-{tier}-{seed}-{index:04d}"
+    base_raw = _DRAW_WORLD[family](rng, tp, f"B-{rng.randrange(16**6):06x}")
+    try:
+        base = world_from_mapping(base_raw, source=f"<generated base of {pair_id}>")
+    except WorldsError as exc:
+        raise _Reject("base:invalid_world", str(exc)) from None
+    try:
+        enum = enumerate_solutions(base, Bounds(max_solutions=MAX_TARGET_SOLUTIONS))
+    except EnumerationLimitError:
+        raise _Reject("base:too_many_solutions") from None
+    if not enum.solutions:
+        raise _Reject("base:no_bounded_solution")
+    props = tier_properties(base, enum)
+    got = tier_of(props)
+    if got != tier:
+        raise _Reject("base:measured_tier_differs", f"measured {got}")
+    edges = [production_edges(base, s) for s in enum.solutions]
+    required = sorted(frozenset.intersection(*edges))
+    catalytic = [e for e in required if e[1] == "catalyst"]
+    if not required:
+        raise _Reject("base:no_motif_held_by_every_solution")
+    motif = (catalytic or required)[0]
+    sigs = {motif_signature(base, s) for s in enum.solutions}
+    cands = _collect(base_raw, motif, enum.optimal_length, rng, family)
+    refused.update(cands.refused)
+    audited: Counter = Counter()
+
+    def audit(cand, side):
+        steps, _, src = cand
+        why = copy_audit(src, steps, base, sigs, enum.solutions)
+        if why is not None:
+            audited[_copy_kind(why)] += 1
+            return why
+        if side == "C" and interchangeable_edges(base, enum.solutions, motif, src, steps):
+            audited["demo:c_interchangeable_with_motif"] += 1
+            return "interchangeable"
+        audited["passed"] += 1
+        return None
+
+    if not cands.f:
+        raise _Reject("demo:no_f_candidate_of_comparable_length")
+    if not cands.c:
+        raise _Reject("demo:no_c_candidate_of_comparable_length")
+    picked = _pick(base, cands, audit)
+    refused.update(audited)
+    if picked is None:
+        raise _Reject("demo:no_f_c_pair_passes_the_audits")
+    (fs, fov), (cs, cov), exposure_distance = picked
+    spec = PairSpec(
+        pair_id=pair_id, base=Path(f"<generated:{stream}>"), f_seed=rng.randrange(2**31),
+        c_seed=rng.randrange(2**31), f_source=fov, c_source=cov, f_demo=tuple(fs), c_demo=tuple(cs),
+        motif=motif, source=f"<generated:{stream}>", base_raw=base_raw,
+    )
+    try:
+        pair, facts = build_pair(spec)
+    except PairConstructionError as exc:
+        raise _Reject("construction:build_pair_refused", str(exc)) from None
+    manifest = build_manifest(pair, facts, token_counts=token_counts)
+    c_demo = pair.c.demonstrations[0]
+    inter = interchangeable_edges(base, enum.solutions, motif, facts["source_worlds"]["C"], c_demo.base_steps)
+    ff, cf = _freq(base, fs), _freq(base, cs)
+    residual = {k: ff[k] - cf[k] for k in sorted(set(ff) | set(cf)) if ff[k] != cf[k]}
+    manifest["eligibility"] = "development_generated"
+    manifest["generator"] = {
+        "version": GENERATOR_VERSION,
+        "family": family,
+        "seed": seed,
+        "tier": tier,
+        "draw": index,
+        "stream": stream,
+        "parameters": _jsonable(dataclasses.asdict(tp)),
+        "source_variants_per_side": SOURCE_VARIANTS,
+        "max_target_solutions": MAX_TARGET_SOLUTIONS,
+    }
+    manifest["tier"] = {"name": tier, "properties": props}
+    manifest["copy_audit"] = {
+        "transformations": list(COPY_TRANSFORMATIONS),
+        "optimum": enum.optimal_length,
+        "demonstration_lengths": {"F": len(fs), "C": len(cs)},
+        "copies_are_candidates": min(len(fs), len(cs)) >= enum.optimal_length,
+        "candidates_audited": dict(sorted(audited.items())),
+    }
+    manifest["interchangeable_edges"] = [f"{a} -{b}-> {c}" for a, b, c in inter]
+    manifest["exposure_residual"] = {"demonstration_uses_f_minus_c": residual, "l1": exposure_distance}
+    return dataclasses.replace(pair, manifest=manifest)
+
+
+def generate_pairs(family: str, seed: int, n: int, tier: str, *, max_draws: int | None = None,
+                   token_counts: TokenCounts = None) -> GenerationResult:
+    """``n`` certified pairs of ``family`` in ``tier``, deterministic in ``seed`` (see the module docstring).
+
+    ``max_draws`` (default ``40 * n``) bounds the draws; fewer than ``n`` pairs after it raises
+    PairConstructionError with the rejection counts. ``token_counts`` as in ``build_manifest``.
+    """
+    if family not in GENERATED_FAMILIES:
+        raise WorldsError(f"the generator has no family {family!r}; it draws: {', '.join(GENERATED_FAMILIES)}")
+    if tier not in TIERS:
+        raise WorldsError(f"unknown tier {tier!r}; tiers are {', '.join(TIERS)}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise WorldsError(f"seed must be a non-negative int, got {seed!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise WorldsError(f"n must be a positive int, got {n!r}")
+    limit = 40 * n if max_draws is None else max_draws
+    pairs: list[Pair] = []
+    rejections: Counter = Counter()
+    refused: Counter = Counter()
+    draws = 0
+    while len(pairs) < n and draws < limit:
+        try:
+            pairs.append(_draw(family, seed, tier, draws, token_counts, refused))
+        except _Reject as rej:
+            rejections[rej.reason] += 1
+        draws += 1
+    params = {"family": family, "seed": seed, "n": n, "tier": tier, "generator_version": GENERATOR_VERSION,
+              "max_draws": limit, "tier_parameters": _jsonable(dataclasses.asdict(_TIER_PARAMS[family](tier)))}
+    if len(pairs) < n:
+        raise PairConstructionError(
+            f"generator {family}/{tier}/seed {seed}: {len(pairs)} of {n} pairs after {draws} draws; "
+            f"rejections: {dict(sorted(rejections.items()))}; raise max_draws or use another tier"
+        )
+    return GenerationResult(tuple(pairs), draws, dict(rejections), dict(refused), params)

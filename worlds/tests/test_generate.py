@@ -1,0 +1,166 @@
+"""The seeded pair generator: determinism, certificates, rejection accounting, bad input."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import worlds
+from worlds._generate import COPY_TRANSFORMATIONS, GENERATOR_VERSION
+from worlds.generate import manifest_text
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def _gen(seed: int, n: int, tier: str) -> worlds.GenerationResult:
+    return worlds.generate_pairs("token_workshop", seed, n, tier)
+
+
+def _texts(res: worlds.GenerationResult) -> list[str]:
+    return [manifest_text(p.manifest) for p in res.pairs]
+
+
+def test_same_seed_gives_byte_identical_manifests():
+    a = worlds.generate_pairs("token_workshop", 11, 2, "T1")
+    b = worlds.generate_pairs("token_workshop", 11, 2, "T1")
+    assert _texts(a) == _texts(b)
+    assert a.summary() == b.summary()
+
+
+def test_different_seed_gives_different_manifests():
+    a, b = _gen(11, 2, "T2"), _gen(12, 2, "T2")
+    assert set(_texts(a)).isdisjoint(_texts(b))
+    assert {p.manifest["latent_structure_hash"] for p in a.pairs} != {p.manifest["latent_structure_hash"] for p in b.pairs}
+
+
+def test_cli_in_a_fresh_process_with_another_hash_seed_writes_the_same_bytes(tmp_path):
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}
+    got = subprocess.run(
+        [sys.executable, "-m", "worlds.generate", "--seed", "11", "--n", "2", "--tier", "T1", "--out", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert got.returncode == 0, got.stderr
+    summary = json.loads(got.stdout)
+    res = worlds.generate_pairs("token_workshop", 11, 2, "T1")
+    assert summary["pairs"] == [p.pair_id for p in res.pairs]
+    for p in res.pairs:
+        assert (tmp_path / f"{p.pair_id}.json").read_text(encoding="ascii") == manifest_text(p.manifest)
+
+
+def test_cli_refuses_a_bad_tier_with_one_line(tmp_path):
+    got = subprocess.run([sys.executable, "-m", "worlds.generate", "--seed", "1", "--tier", "T9"],
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                         timeout=60)
+    assert got.returncode == 2 and "T9" in got.stderr
+
+
+@pytest.mark.parametrize("tier", ["T1", "T2", "T3"])
+def test_generated_pairs_carry_every_certificate(tier):
+    res = _gen(5, 2 if tier != "T3" else 1, tier)
+    assert sum(res.rejections.values()) + len(res.pairs) == res.draws
+    for pair in res.pairs:
+        m = pair.manifest
+        g = m["generator"]
+        assert (g["version"], g["seed"], g["tier"], g["family"]) == (GENERATOR_VERSION, 5, tier, "token_workshop")
+        assert m["tier"]["name"] == tier == worlds.tier_of(m["tier"]["properties"])
+        assert m["novelty"] == "motif-required" and m["all_bounded_solutions_require_holdout"] is True
+        assert m["exact_or_renamed_demo_solves_target"] is False and m["target_witness_hidden"] is True
+        assert m["eligibility"] == "development_generated"
+        assert m["interchangeable_edges"] == []
+        assert m["copy_audit"]["transformations"] == list(COPY_TRANSFORMATIONS)
+        opt = m["optimal_lengths"]["F"]
+        assert m["optimal_lengths"]["C"] == opt
+        for side in (pair.f, pair.c):
+            demo = side.demonstrations[0]
+            # comparable length: a copy (or a window of one) could be a target solution
+            assert opt <= len(demo.steps) <= opt + 1
+            enum = worlds.enumerate_solutions(side.target)
+            sigs = {worlds.motif_signature(side.target, s) for s in enum.solutions}
+            assert worlds.copy_audit(demo.source, demo.steps, side.target, sigs, enum.solutions) is None
+        assert pair.f.demonstrations[0].motif_present and not pair.c.demonstrations[0].motif_present
+        residual = m["exposure_residual"]["demonstration_uses_f_minus_c"]
+        assert (residual == {}) == m["primitive_exposure_matched"]
+
+
+def test_generated_manifests_validate_against_the_schema():
+    pytest.importorskip("jsonschema", reason="jsonschema (test extra) is needed to run the manifest schema")
+    for tier in ("T1", "T2"):
+        for pair in _gen(5, 2, tier).pairs:
+            worlds.validate_manifest(json.loads(manifest_text(pair.manifest)))
+
+
+def test_schema_refuses_a_generated_manifest_with_a_copyable_or_interchangeable_demo():
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema (test extra) is needed to run the manifest schema")
+    m = json.loads(manifest_text(_gen(5, 2, "T1").pairs[0].manifest))
+    for key, bad in (("interchangeable_edges", ["a -input-> b"]), ("eligibility", "directional_showcase"),
+                     ("exact_or_renamed_demo_solves_target", True)):
+        with pytest.raises(jsonschema.ValidationError):
+            worlds.validate_manifest({**m, key: bad})
+    broken = {**m, "copy_audit": {**m["copy_audit"], "copies_are_candidates": False}}
+    with pytest.raises(jsonschema.ValidationError):
+        worlds.validate_manifest(broken)
+
+
+def test_rejections_are_counted_by_reason():
+    # T3 bases are drawn from parameters that sometimes leave no passing F/C pair or measure as another tier;
+    # whatever happens, every draw is either a pair or exactly one counted rejection
+    res = worlds.generate_pairs("token_workshop", 3, 2, "T3", max_draws=6)
+    assert res.draws == len(res.pairs) + sum(res.rejections.values())
+    assert all(":" in reason for reason in res.rejections)
+    assert res.candidate_rejections.get("passed", 0) >= 2 * len(res.pairs)
+
+
+def test_too_few_draws_raise_with_the_counts():
+    with pytest.raises(worlds.PairConstructionError, match=r"0 of 1 pairs after 0 draws"):
+        worlds.generate_pairs("token_workshop", 1, 1, "T1", max_draws=0)
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (("schedule", 1, 1, "T1"), "no family 'schedule'"),
+        (("token_workshop", 1, 1, "T4"), "unknown tier 'T4'"),
+        (("token_workshop", -1, 1, "T1"), "seed must be a non-negative int"),
+        (("token_workshop", 1, 0, "T1"), "n must be a positive int"),
+    ],
+)
+def test_bad_arguments_are_refused(args, match):
+    with pytest.raises(worlds.WorldsError, match=match):
+        worlds.generate_pairs(*args)
+
+
+def test_tier_thresholds():
+    base = {"solutions": 1, "optimal_solutions": 1, "constraints": 1, "grounded_steps": 5,
+            "branching_at_start": 2, "mean_branching": 1.0}
+    assert worlds.tier_of({**base, "optimum_length": 6, "distractor_primitives": 3}) == "T3"
+    assert worlds.tier_of({**base, "optimum_length": 6, "distractor_primitives": 2}) == "T2"
+    assert worlds.tier_of({**base, "optimum_length": 4, "distractor_primitives": 3}) == "T2"
+    assert worlds.tier_of({**base, "optimum_length": 3, "distractor_primitives": 3}) == "T1"
+    assert worlds.tier_of({**base, "optimum_length": 5, "distractor_primitives": 1}) == "T1"
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=10**9))
+def test_any_seed_gives_a_certified_t1_pair_whose_replicas_are_isomorphic(seed):
+    res = worlds.generate_pairs("token_workshop", seed, 1, "T1")
+    pair = res.pairs[0]
+    m = pair.manifest
+    assert m["generator"]["seed"] == seed and res.draws == 1 + sum(res.rejections.values())
+    assert m["isomorphism"]["states"] >= 1
+    # the F and C targets share no label, and each demonstration is valid in its own source
+    f_labels = set(pair.f.replica.entities.values()) | set(pair.f.replica.primitives.values())
+    c_labels = set(pair.c.replica.entities.values()) | set(pair.c.replica.primitives.values())
+    assert not f_labels & c_labels
+    for side in (pair.f, pair.c):
+        demo = side.demonstrations[0]
+        assert worlds.check(demo.source, demo.text).ok
+        assert not worlds.check(side.target, demo.text).ok
