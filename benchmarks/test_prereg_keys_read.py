@@ -4,9 +4,10 @@ Each protocol's scripted self-check run (the fixture generation, the
 collection, the measurement and the rule and completeness tests, in fresh
 pytest processes) runs with ``PREREGBENCH_PREREG_READS`` set, together with
 the protocol's ``model_options`` for its preregistered model (the loader's
-dtype and torch seed, which a scripted model never asks for) and, for the
-ladder, the round-directory mode, a v1 retune and the generator's balance
-check.  The core loader logs every leaf key it declares and every one that is
+dtype and torch seed, which a scripted model never asks for), for CWR the
+check of its confirmatory sample design (``python -m benchmarks.core.design
+cwr --check``, which reads ``[design.confirmatory]``) and, for the ladder,
+the round-directory mode, a v1 retune and the generator's balance check.  The core loader logs every leaf key it declares and every one that is
 read (benchmarks/core/prereg.py), and the test fails on any key of the real
 file that nothing read.  Toy preregs show that the check fails when a key is
 added that no code reads, and that echoing a value into a run file is no read.
@@ -104,6 +105,9 @@ def test_cwr_keys_are_read(pytester: pytest.Pytester, tmp_path: Path, monkeypatc
     log = reads_log(tmp_path, monkeypatch)
     run_ok(pytester, ROOT / "cwr", tmp_path / "results", "--model", "scripted-oracle")
     load_options(pytester, "cwr", "cpu")
+    # The [design.confirmatory] table governs the confirmatory sample design: its check recomputes it.
+    check = pytester.run(sys.executable, "-m", "benchmarks.core.design", "cwr", "--check")
+    assert check.ret == 0, check.stdout.str() + check.stderr.str()
     assert_every_key_read(log, ROOT / "cwr" / "prereg.toml")
 
 

@@ -10,9 +10,20 @@ both runs recorded:
 
 * the 2x2 table of paired outcomes (both right, A only, B only, neither);
 * each run's accuracy and the difference A - B with a 95% paired-difference
-  interval (Newcombe's hybrid score method for paired proportions);
+  interval: Newcombe's hybrid score method for paired proportions when the
+  units are independent; when the protocol puts units in clusters
+  (:meth:`Protocol.paired_clusters`: CWR's replicas of one base pair), Tango's
+  score interval on the pooled table divided by its Rao-Scott design effect
+  (:func:`benchmarks.core.paired.tango_rao_scott_interval`, the interval CWR's
+  own rules read), with the number of clusters and the design effect;
 * the exact McNemar p-value: two-sided, the binomial test of the discordant
-  counts against 1/2 (1 when there are no discordant units).
+  counts against 1/2 (1 when there are no discordant units), over units
+  (it does not model clusters; the interval does).
+
+A protocol may add statistics that are not per-unit successes
+(:meth:`Protocol.paired_statistics`: P-Zombie's eta squared and R squared per
+preset, by the paired bootstrap over prompts stratified by category); they
+are printed as a second table and listed under ``statistics``.
 
 The table is printed, and ``compare.json`` is written where ``--json`` says
 (default: ``compare.json`` in the current directory; never inside a run
@@ -27,12 +38,12 @@ import importlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Hashable, Mapping
 
 from ._canonical import FileReadError, FileWriteError, atomic_write_json
 from .ledger import LedgerError, read_ledger
 from .provenance import ProvenanceError, read_provenance
-from .paired import mcnemar_exact
+from .paired import design_effect, mcnemar_exact, tango_rao_scott_interval
 from .stats import paired_difference_interval
 
 EXIT_OK, EXIT_USAGE = 0, 4
@@ -50,10 +61,18 @@ class PairedMeasure:
     first_only: int
     second_only: int
     neither: int
+    #: (cluster, success in A, success in B) of every shared unit when the units come in clusters, else empty
+    clustered: tuple[tuple[Hashable, bool, bool], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         n = self.units
-        interval = paired_difference_interval(self.both, self.first_only, self.second_only, self.neither)
+        extra: dict[str, Any] = {}
+        if self.clustered:
+            interval = tango_rao_scott_interval(self.clustered)
+            extra = {"clusters": len({cluster for cluster, _, _ in self.clustered}),
+                     "design_effect": design_effect(self.clustered)}
+        else:
+            interval = paired_difference_interval(self.both, self.first_only, self.second_only, self.neither)
         return {
             "measure": self.name,
             "units": n,
@@ -62,18 +81,24 @@ class PairedMeasure:
             "accuracy_b": (self.both + self.second_only) / n,
             "difference": interval.estimate,
             "interval": {"low": interval.low, "high": interval.high, "confidence": interval.confidence,
-                         "method": interval.method},
+                         "method": interval.method, **extra},
             "mcnemar_exact_p": mcnemar_exact(self.first_only, self.second_only),
         }
 
 
-def paired_table(name: str, a: Mapping[str, bool], b: Mapping[str, bool]) -> PairedMeasure:
+def paired_table(name: str, a: Mapping[str, bool], b: Mapping[str, bool],
+                 clusters: Mapping[str, Hashable] | None = None) -> PairedMeasure:
+    """The paired table of the units both runs recorded.  When ``clusters`` names a cluster for any of them,
+    the measure is clustered (a unit without one is a cluster of its own)."""
     shared = sorted(set(a) & set(b))
     cells = [0, 0, 0, 0]
     for unit in shared:
         cells[(0 if a[unit] else 2) + (0 if b[unit] else 1)] += 1
     both, a_only, b_only, neither = cells[0], cells[1], cells[2], cells[3]
-    return PairedMeasure(name, len(shared), both, a_only, b_only, neither)
+    clustered: tuple[tuple[Hashable, bool, bool], ...] = ()
+    if clusters and any(unit in clusters for unit in shared):
+        clustered = tuple((clusters.get(unit, ("unit", unit)), bool(a[unit]), bool(b[unit])) for unit in shared)
+    return PairedMeasure(name, len(shared), both, a_only, b_only, neither, clustered)
 
 
 # --------------------------------------------------------------------------- reading runs
@@ -126,9 +151,15 @@ def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
             f"the runs used different fixtures: set {first!r} has sha256 {_short(fix_a.get(first))} in A and "
             f"{_short(fix_b.get(first))} in B; only runs on the same fixture hashes are compared unit by unit")
     outcomes_a, outcomes_b = protocol_a.paired_outcomes(records_a), protocol_b.paired_outcomes(records_b)
-    if not outcomes_a:
-        raise CompareRefused(f"protocol {prov_a.protocol!r} declares no per-unit outcomes to compare")
-    measures = [paired_table(name, outcomes_a[name], outcomes_b.get(name, {})) for name in outcomes_a]
+    statistics = protocol_a.paired_statistics(records_a, records_b)
+    if not outcomes_a and not statistics:
+        raise CompareRefused(f"protocol {prov_a.protocol!r} declares no per-unit outcomes or statistics to compare")
+    clusters = protocol_a.paired_clusters(records_a)
+    conflicting = sorted(u for u, c in protocol_b.paired_clusters(records_b).items() if u in clusters and clusters[u] != c)
+    if conflicting:
+        raise CompareRefused(f"unit {conflicting[0]!r} belongs to cluster {clusters[conflicting[0]]!r} in A and to "
+                             "another in B; the runs do not share their units' structure")
+    measures = [paired_table(name, outcomes_a[name], outcomes_b.get(name, {}), clusters) for name in outcomes_a]
     measures = [m for m in measures if m.units]
     return {
         "protocol": prov_a.protocol,
@@ -138,6 +169,7 @@ def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
                   "revision": prov_b.model.get("revision")},
         "fixtures_sha256": fix_a,
         "measures": [m.as_dict() for m in measures],
+        "statistics": list(statistics),
     }
 
 
@@ -148,16 +180,37 @@ def _short(digest: Any) -> str:
 def table(result: Mapping[str, Any]) -> str:
     head = (f"{result['protocol']}: A = {result['run_a']['run_id']} ({result['run_a']['model']}), "
             f"B = {result['run_b']['run_id']} ({result['run_b']['model']})")
-    rows = [("measure", "n", "acc A", "acc B", "A - B", "95% interval", "A only", "B only", "McNemar p")]
+    rows = [("measure", "n", "acc A", "acc B", "A - B", "95% interval", "clusters", "A only", "B only", "McNemar p")]
     for m in result["measures"]:
         iv = m["interval"]
         rows.append((m["measure"], str(m["units"]), f"{m['accuracy_a']:.3f}", f"{m['accuracy_b']:.3f}",
                      f"{m['difference']:+.3f}", f"[{iv['low']:+.3f}, {iv['high']:+.3f}]",
+                     str(iv["clusters"]) if "clusters" in iv else "-",
                      str(m["table"]["a_only"]), str(m["table"]["b_only"]), _p_text(m["mcnemar_exact_p"])))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [head] + ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
-                      for r in rows]
+    lines = [head]
+    if result["measures"]:
+        lines += _aligned(rows)
+    if result.get("statistics"):
+        rows = [("statistic", "n", "A", "B", "A - B", "95% interval", "method")]
+        for m in result["statistics"]:
+            iv = m["interval"]
+            span = "undefined" if iv["low"] is None or iv["high"] is None else f"[{iv['low']:+.3f}, {iv['high']:+.3f}]"
+            rows.append((m["measure"], str(m["units"]), _value(m["value_a"]), _value(m["value_b"]),
+                         _value(m["difference"], signed=True), span, str(iv.get("method", ""))))
+        lines += ([""] if result["measures"] else []) + _aligned(rows)
     return "\n".join(lines)
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                      for i, (cell, w) in enumerate(zip(r, widths))) for r in rows]
+
+
+def _value(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "undefined"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
 
 
 def _p_text(p: float) -> str:

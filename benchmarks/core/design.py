@@ -16,7 +16,12 @@ its preregistration plans:
   of the planned pairs, through a paired-difference interval that is a
   parameter (``--interval module:function``); or, with ``--simulate``, by
   seeded simulation of the planned pairs' records through the protocol's own
-  metric function, whatever interval it computes.
+  metric function, whatever interval it computes.  ``cwr --confirmatory``
+  (and ``--check``, ``--search``, ``--bases N``): the confirmatory sample
+  design, P(correct outcome) at a true F - C of 0 and 0.4 by bases per family
+  and within-base correlation, by seeded simulation of per-base tables
+  through the clustered interval the rules read, and the check of the design
+  frozen in ``[design.confirmatory]``.
 * ``pzombie``: the eta-squared and token-control outcomes by seeded
   simulation (the count and seed are printed) of a normal one-way layout with
   20 prompts per category at a stated population eta squared or R^2.
@@ -41,7 +46,8 @@ from typing import Any, Callable, Mapping, Sequence
 from .reachability import outcome_labels
 from .rules import Classification
 
-__all__ = ["Table", "binomial_pmf", "main", "outcome_distribution", "protocol_tables"]
+__all__ = ["CwrDesignPoint", "CwrScenario", "Table", "binomial_pmf", "check_confirmatory_design", "cwr_design_point",
+           "cwr_design_search", "main", "outcome_distribution", "protocol_tables"]
 
 
 def binomial_pmf(n: int, p: float) -> list[float]:
@@ -317,6 +323,249 @@ def cwr_simulated_tables(differences: Sequence[float] = CWR_DIFFERENCES, c_valid
         ("true F - C", "F validity", *outcome_labels(GATE)), tuple(rows))]
 
 
+# --------------------------------------------------------------------------- CWR confirmatory sample design
+
+
+#: The Fiction-CWR families a confirmatory split draws base pairs from (equal numbers of bases each).
+CWR_FAMILIES = ("token_workshop", "schedule", "dataflow")
+#: What the confirmatory design must reach: P(correct outcome) at the two true F - C differences.
+CWR_DESIGN_TARGET = 0.8
+CWR_NULL_DIFFERENCE = 0.0
+CWR_EFFECT_DIFFERENCE = 0.4
+#: Within-base correlations of the sensitivity table (the design scenario's own value is added).
+CWR_DESIGN_RHOS = (0.0, 0.3, 0.5, 0.7, 0.95)
+CWR_DESIGN_SIMULATIONS = 2000
+CWR_DESIGN_SEED = 20261201
+
+
+@dataclass(frozen=True)
+class CwrScenario:
+    """The true model of one replica's (F, C) outcome and of the replicas of one base.
+
+    Each replica is one F/C pair: F valid with probability ``c_validity +
+    difference``, C valid with ``c_validity``, P(both) = pF pC + theta
+    (min(pF, pC) - pF pC) (theta = 0: the two sides independent).  With
+    probability ``rho`` every replica of a base copies one draw, otherwise
+    each draws its own: ``rho`` is the within-base correlation (the model of
+    ``benchmarks/cwr/bench_coverage.py``).  Bases are independent.
+    """
+
+    c_validity: float
+    difference: float
+    theta: float
+    rho: float
+
+    def __post_init__(self) -> None:
+        f = self.c_validity + self.difference
+        for name, value in (("C validity", self.c_validity), ("F validity", f), ("theta", self.theta),
+                            ("rho", self.rho)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"scenario {name} {value:g} lies outside [0, 1]; choose C validity, difference, "
+                                 "theta and rho so that every one is a probability")
+
+    def cells(self) -> tuple[float, float, float, float]:
+        """(both, F only, C only, neither) of one replica."""
+        pf, pc = self.c_validity + self.difference, self.c_validity
+        both = pf * pc + self.theta * (min(pf, pc) - pf * pc)
+        f_only, c_only = pf - both, pc - both
+        return both, f_only, c_only, max(0.0, 1.0 - both - f_only - c_only)
+
+
+def base_table_distribution(scenario: CwrScenario, replicas: int) -> list[tuple[tuple[int, int, int, int], float]]:
+    """Every 2x2 table (both, F only, C only, neither) of one base of ``replicas`` replicas, with its probability."""
+    if replicas < 1:
+        raise ValueError(f"replicas per base must be at least 1, got {replicas}")
+    cells = scenario.cells()
+    out = []
+    for table in tables_of(replicas):
+        shared = cells[table.index(replicas)] if replicas in table else 0.0
+        out.append((table, scenario.rho * shared + (1.0 - scenario.rho) * multinomial_pmf(table, cells)))
+    return out
+
+
+def deficit_key(bases: Sequence[Sequence[int]]) -> tuple[int, int, int]:
+    """(F only, C only, sum of squared per-base differences) of equal-sized bases: with the number of bases and
+    the replicas per base, all that the clustered interval depends on."""
+    return (sum(b[1] for b in bases), sum(b[2] for b in bases), sum((b[1] - b[2]) ** 2 for b in bases))
+
+
+def cwr_design_probabilities(bases: int, replicas: int, scenario: CwrScenario, *,
+                             simulations: int = CWR_DESIGN_SIMULATIONS, seed: int = CWR_DESIGN_SEED,
+                             cache: dict | None = None) -> dict[str, float]:
+    """P(each label) for ``bases`` independent bases of ``replicas`` replicas by seeded simulation.
+
+    Each simulated data set is a list of per-base tables; its F - C interval is
+    the one the protocol's rules read (``benchmarks.core.paired.tango_rao_scott_interval`` at the
+    preregistered confidence, what ``benchmarks.cwr.protocol.metrics`` computes), classified by the compiled
+    rules with P mastery established and no pair flagged by the copy baseline.  Data sets with the same
+    :func:`deficit_key` share one interval (``cache``).  The random stream is seeded by ``seed``, the number of
+    bases and the replicas, so every scenario at one size sees the same uniforms (common random numbers).
+    """
+    from benchmarks.core.paired import BaseCounts, tango_rao_scott_interval
+    from benchmarks.cwr.protocol import GATE, PREREG
+
+    if bases < 1:
+        raise ValueError(f"a design needs at least one base pair, got {bases}")
+    if simulations < 1:
+        raise ValueError(f"simulations must be a positive count, got {simulations}")
+    confidence = PREREG.values.analysis.confidence
+    fixed = {"baselines.copy_flagged_pairs": 0.0, "P.accuracy": 1.0}
+    tables, weights = zip(*base_table_distribution(scenario, replicas))
+    cumulative = list(itertools.accumulate(weights))
+    # One BaseCounts per possible base table, shared by every base that draws it (the interval reads the
+    # cells only, never the base ids).
+    as_base = {t: BaseCounts(i, *t) for i, t in enumerate(tables)}
+    cache = {} if cache is None else cache
+    rng = random.Random(f"{seed}:{bases}:{replicas}")
+    counts = {label: 0 for label in outcome_labels(GATE)}
+    for _ in range(simulations):
+        drawn = rng.choices(tables, cum_weights=cumulative, k=bases)
+        key = (bases, replicas, confidence, *deficit_key(drawn))
+        label = cache.get(key)
+        if label is None:
+            got = tango_rao_scott_interval([as_base[t] for t in drawn], confidence)
+            label = GATE.evaluate({**fixed, "deficit.lower": got.low, "deficit.upper": got.high}).label
+            cache[key] = label
+        counts[label] += 1
+    return {label: count / simulations for label, count in counts.items()}
+
+
+@dataclass(frozen=True)
+class CwrDesignPoint:
+    """P(correct outcome) of one design at the null and the effect scenario."""
+
+    bases_per_family: int
+    replicas: int
+    families: int
+    null: dict[str, float]  # label -> probability at true F - C = CWR_NULL_DIFFERENCE
+    effect: dict[str, float]  # ... at CWR_EFFECT_DIFFERENCE
+
+    @property
+    def bases(self) -> int:
+        return self.bases_per_family * self.families
+
+    @property
+    def p_reject(self) -> float:
+        """P(DEFICIT_OF_DELTA_REJECTED) when the true F - C is 0 (the failure criterion is the correct outcome)."""
+        return self.null["DEFICIT_OF_DELTA_REJECTED"]
+
+    @property
+    def p_support(self) -> float:
+        """P(RECOMBINATION_DEFICIT_SUPPORTED) when the true F - C is 0.4 (the success criterion is correct)."""
+        return self.effect["RECOMBINATION_DEFICIT_SUPPORTED"]
+
+    def meets(self, target: float = CWR_DESIGN_TARGET) -> bool:
+        return self.p_reject >= target and self.p_support >= target
+
+
+def cwr_design_point(bases_per_family: int, replicas: int, *, c_validity: float, theta: float, rho: float,
+                     families: int = len(CWR_FAMILIES), simulations: int = CWR_DESIGN_SIMULATIONS,
+                     seed: int = CWR_DESIGN_SEED, cache: dict | None = None) -> CwrDesignPoint:
+    """The two probabilities that decide a confirmatory design, at one size and one correlation scenario."""
+    if bases_per_family < 1:
+        raise ValueError(f"bases per family must be at least 1, got {bases_per_family}")
+    cache = {} if cache is None else cache
+    out = {}
+    for name, difference in (("null", CWR_NULL_DIFFERENCE), ("effect", CWR_EFFECT_DIFFERENCE)):
+        scenario = CwrScenario(c_validity, difference, theta, rho)
+        out[name] = cwr_design_probabilities(bases_per_family * families, replicas, scenario,
+                                             simulations=simulations, seed=seed, cache=cache)
+    return CwrDesignPoint(bases_per_family, replicas, families, out["null"], out["effect"])
+
+
+def cwr_design_search(replicas: int, *, c_validity: float, theta: float, rho: float,
+                      families: int = len(CWR_FAMILIES), simulations: int = CWR_DESIGN_SIMULATIONS,
+                      seed: int = CWR_DESIGN_SEED, target: float = CWR_DESIGN_TARGET,
+                      limit: int = 200) -> tuple[CwrDesignPoint, list[CwrDesignPoint]]:
+    """The smallest number of bases per family (1, 2, ... ``limit``) whose design meets both targets.
+
+    Returns the chosen point and every point computed on the way (each smaller size fails a target).
+    """
+    cache: dict = {}
+    tried = []
+    for n in range(1, limit + 1):
+        point = cwr_design_point(n, replicas, c_validity=c_validity, theta=theta, rho=rho, families=families,
+                                 simulations=simulations, seed=seed, cache=cache)
+        tried.append(point)
+        if point.meets(target):
+            return point, tried
+    raise ValueError(f"no design of at most {limit} bases per family reaches P(correct) >= {target:g} at both "
+                     f"true differences (C validity {c_validity:g}, theta {theta:g}, rho {rho:g}); "
+                     "give more replicas per base or another scenario")
+
+
+def confirmatory_design() -> Any:
+    """The ``[design.confirmatory]`` table of ``benchmarks/cwr/prereg.toml``."""
+    from benchmarks.cwr.protocol import PREREG
+
+    return PREREG.values.design.confirmatory
+
+
+def cwr_design_tables(bases_per_family: Sequence[int], replicas: int, *, c_validity: float, theta: float,
+                      rhos: Sequence[float], families: int = len(CWR_FAMILIES),
+                      simulations: int = CWR_DESIGN_SIMULATIONS, seed: int = CWR_DESIGN_SEED,
+                      chosen: int | None = None) -> list[Table]:
+    """P(correct outcome) by bases per family and within-base correlation."""
+    from benchmarks.cwr.protocol import PREREG
+
+    delta = PREREG.values.thresholds["delta"]
+    cache: dict = {}
+    rows = []
+    for n in bases_per_family:
+        row = [f"{n}{' (chosen)' if n == chosen else ''}", str(n * families), str(n * families * replicas)]
+        for rho in rhos:
+            point = cwr_design_point(n, replicas, c_validity=c_validity, theta=theta, rho=rho, families=families,
+                                     simulations=simulations, seed=seed, cache=cache)
+            row.append(f"{_p(point.p_reject)} / {_p(point.p_support)}{' *' if point.meets() else ''}")
+        rows.append(tuple(row))
+    return [Table(
+        f"CWR confirmatory design: P(correct outcome) by bases per family and within-base correlation "
+        f"({simulations} simulations per cell, seed {seed})",
+        f"{families} families with equal numbers of base pairs, {replicas} F/C replicas per base; each replica's C "
+        f"side valid with probability {c_validity:g} and its F side with {c_validity:g} + the true F - C, the sides "
+        f"of a replica with dependence theta = {theta:g}, the replicas of a base sharing one draw with probability "
+        "rho, the bases independent; P mastery established and no pair flagged by the copy baseline. Each cell is "
+        f"P(DEFICIT_OF_DELTA_REJECTED | F - C = {CWR_NULL_DIFFERENCE:g}) / P(RECOMBINATION_DEFICIT_SUPPORTED | "
+        f"F - C = {CWR_EFFECT_DIFFERENCE:g}) through the preregistered clustered interval and rules (delta = "
+        f"{delta:g}); * marks both >= {CWR_DESIGN_TARGET:g}. Each probability has a standard error of at most "
+        f"{0.5 / math.sqrt(simulations):.4f}.",
+        ("bases per family", "bases", "F/C pairs", *(f"rho = {rho:g}" for rho in rhos)), tuple(rows))]
+
+
+def check_confirmatory_design(cache: dict | None = None) -> list[str]:
+    """Recompute the frozen ``[design.confirmatory]`` design; the problems found (empty when it holds).
+
+    The frozen size must be the smallest meeting both targets at the frozen scenario (recomputed at that size
+    and one base per family fewer), and the frozen probabilities must be those the computation gives.
+    """
+    spec = confirmatory_design()
+    problems = []
+    if tuple(spec.families) != CWR_FAMILIES:
+        problems.append(f"design.confirmatory.families is {list(spec.families)}, the design computes "
+                        f"{list(CWR_FAMILIES)}")
+    kwargs = dict(c_validity=spec.c_validity, theta=spec.theta, rho=spec.rho, families=len(spec.families),
+                  simulations=spec.simulations, seed=spec.seed)
+    if (spec.null_difference, spec.effect_difference, spec.target) != (
+            CWR_NULL_DIFFERENCE, CWR_EFFECT_DIFFERENCE, CWR_DESIGN_TARGET):
+        problems.append("design.confirmatory: null_difference, effect_difference and target must be "
+                        f"{CWR_NULL_DIFFERENCE:g}, {CWR_EFFECT_DIFFERENCE:g} and {CWR_DESIGN_TARGET:g}")
+    cache = {} if cache is None else cache
+    chosen = cwr_design_point(spec.bases_per_family, spec.replicas, cache=cache, **kwargs)
+    if not chosen.meets(spec.target):
+        problems.append(f"{spec.bases_per_family} bases per family do not meet {spec.target:g}: "
+                        f"P(reject | 0) = {chosen.p_reject:.4f}, P(support | 0.4) = {chosen.p_support:.4f}")
+    if spec.bases_per_family > 1:
+        smaller = cwr_design_point(spec.bases_per_family - 1, spec.replicas, cache=cache, **kwargs)
+        if smaller.meets(spec.target):
+            problems.append(f"{spec.bases_per_family - 1} bases per family already meet {spec.target:g}: "
+                            "the frozen size is not the smallest")
+    for name, frozen, got in (("p_reject_at_null", spec.p_reject_at_null, chosen.p_reject),
+                              ("p_support_at_effect", spec.p_support_at_effect, chosen.p_support)):
+        if round(got, 4) != round(frozen, 4):
+            problems.append(f"design.confirmatory.{name} = {frozen:g}, recomputed {got:.4f}")
+    return problems
+
+
 # --------------------------------------------------------------------------- P-Zombie
 
 
@@ -410,6 +659,49 @@ def protocol_tables(protocol: str, *, interval: Callable[..., Any] | None = None
     raise ValueError(f"unknown protocol {protocol!r}; available: {', '.join(PROTOCOLS)}")
 
 
+def _design_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The confirmatory design's scenario: the frozen ``[design.confirmatory]`` values, each overridable."""
+    spec = confirmatory_design()
+    return {
+        "replicas": spec.replicas if args.replicas is None else args.replicas,
+        "c_validity": spec.c_validity if args.c_validity is None else args.c_validity,
+        "theta": spec.theta if args.theta is None else args.theta,
+        "rho": spec.rho if args.rho is None else args.rho,
+        "simulations": spec.simulations if args.simulations is None else args.simulations,
+        "seed": spec.seed if args.seed is None else args.seed,
+        "families": len(spec.families),
+        "chosen": spec.bases_per_family,
+    }
+
+
+def _design_output(args: argparse.Namespace) -> tuple[list[Table], list[str]]:
+    if args.check:
+        return [], check_confirmatory_design()
+    o = _design_options(args)
+    common = dict(c_validity=o["c_validity"], theta=o["theta"], families=o["families"],
+                  simulations=o["simulations"], seed=o["seed"])
+    if args.search:
+        chosen, tried = cwr_design_search(o["replicas"], rho=o["rho"], **common)
+        rows = tuple((str(p.bases_per_family), str(p.bases), _p(p.p_reject), _p(p.p_support),
+                      "yes" if p.meets() else "no") for p in tried)
+        return [Table(
+            f"CWR confirmatory design search: smallest bases per family with both P(correct) >= "
+            f"{CWR_DESIGN_TARGET:g} ({o['simulations']} simulations per cell, seed {o['seed']})",
+            f"{o['families']} families, {o['replicas']} replicas per base, C validity {o['c_validity']:g}, "
+            f"theta {o['theta']:g}, rho {o['rho']:g}. Smallest: {chosen.bases_per_family} bases per family "
+            f"({chosen.bases} base pairs, {chosen.bases * o['replicas']} F/C pairs).",
+            ("bases per family", "bases", f"P(rejected | F - C = {CWR_NULL_DIFFERENCE:g})",
+             f"P(supported | F - C = {CWR_EFFECT_DIFFERENCE:g})", "meets both"), rows)], []
+    if args.bases is not None:
+        rhos = sorted({*CWR_DESIGN_RHOS, o["rho"]}) if args.rho is None else [o["rho"]]
+        return cwr_design_tables([args.bases], o["replicas"], rhos=rhos, chosen=o["chosen"], **common), []
+    chosen = o["chosen"]
+    sizes = sorted({10, 15, 20, chosen - 1, chosen, chosen + 5} - {0})
+    tables = cwr_design_tables(sizes, o["replicas"], rhos=sorted({*CWR_DESIGN_RHOS, o["rho"]}), chosen=chosen,
+                               **common)
+    return tables, check_confirmatory_design()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.core.design",
                                      description="Planned power: outcome probabilities at the preregistered size.")
@@ -420,23 +712,81 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--simulate", action="store_true",
                         help="cwr: simulate the planned pairs' records through the protocol's own metrics "
                              "(its current interval, clustered or not) instead of the exact sum over 2x2 tables")
-    parser.add_argument("--simulations", type=int, default=PZOMBIE_SIMULATIONS,
-                        help="pzombie, cwr --simulate: simulated data sets per row (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=PZOMBIE_SEED,
-                        help="pzombie, cwr --simulate: simulation seed (default: %(default)s)")
+    parser.add_argument("--simulations", type=int, default=None,
+                        help=f"pzombie, cwr --simulate: simulated data sets per row (default: {PZOMBIE_SIMULATIONS}); "
+                             "cwr confirmatory design: per cell (default: the frozen design's)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help=f"pzombie, cwr --simulate: simulation seed (default: {PZOMBIE_SEED}); cwr confirmatory "
+                             "design: the frozen design's")
+    design_group = parser.add_argument_group(
+        "cwr confirmatory sample design (benchmarks/cwr/prereg.toml [design.confirmatory]; defaults are its values)")
+    design_group.add_argument("--confirmatory", action="store_true",
+                              help="print P(correct outcome) by bases per family and within-base correlation, and "
+                                   "check the frozen design (exit status 1 when it does not hold)")
+    design_group.add_argument("--check", action="store_true",
+                              help="only recompute and check the frozen design (exit status 1 when it does not hold)")
+    design_group.add_argument("--search", action="store_true",
+                              help="find the smallest bases per family meeting both targets at the scenario")
+    design_group.add_argument("--bases", type=int, help="bases per family: P(correct outcome) at that size")
+    design_group.add_argument("--replicas", type=int, help="F/C replicas per base")
+    design_group.add_argument("--rho", type=float, help="within-base correlation of the replicas")
+    design_group.add_argument("--theta", type=float, help="dependence of the F and C sides of one replica")
+    design_group.add_argument("--c-validity", type=float, help="C exact validity of one replica")
     args = parser.parse_args(argv)
-    if args.simulations <= 0:
+    if args.simulations is not None and args.simulations <= 0:
         parser.error(f"--simulations must be a positive count, got {args.simulations}")
     if args.simulate and args.protocol != "cwr":
         parser.error("--simulate applies to cwr only")
+    designing = args.confirmatory or args.check or args.search or args.bases is not None
+    tuning = [name for name in ("replicas", "rho", "theta", "c_validity") if getattr(args, name) is not None]
+    if (designing or tuning) and args.protocol != "cwr":
+        parser.error("--confirmatory, --check, --search, --bases, --replicas, --rho, --theta and --c-validity "
+                     "apply to cwr only")
+    if tuning and not designing:
+        parser.error(f"--{tuning[0].replace('_', '-')} needs --confirmatory, --search or --bases")
+    if args.check and (args.simulations is not None or args.seed is not None):
+        tuning.append("simulations" if args.simulations is not None else "seed")
+    if tuning and args.check:
+        parser.error("--check recomputes the frozen design as frozen; it takes no scenario option")
+    if sum((args.confirmatory, args.check, args.search, args.bases is not None)) > 1:
+        parser.error("give one of --confirmatory, --check, --search and --bases")
+    if designing and args.simulate:
+        parser.error("--simulate and the confirmatory design options exclude each other (the design always simulates)")
+    if args.bases is not None and args.bases < 1:
+        parser.error(f"--bases must be a positive number of bases per family, got {args.bases}")
+    if args.replicas is not None and args.replicas < 1:
+        parser.error(f"--replicas must be a positive number of replicas per base, got {args.replicas}")
+    given = " ".join(sys.argv[1:] if argv is None else argv)
+    heading = f"Planned power, {args.protocol}: `python -m benchmarks.core.design {given}`"
+    if designing:
+        print(heading, flush=True)
+        try:
+            tables, problems = _design_output(args)
+        except ValueError as exc:
+            parser.error(str(exc))
+        for table in tables:
+            print()
+            print(table.markdown())
+        if problems:
+            print()
+            for problem in problems:
+                print(f"frozen design does not hold: {problem}")
+            return 1
+        if args.confirmatory or args.check:
+            spec = confirmatory_design()
+            print()
+            print(f"Frozen design holds: {spec.bases_per_family} bases per family x {len(spec.families)} families "
+                  f"x {spec.replicas} replicas is the smallest meeting both targets at rho {spec.rho:g}.")
+        return 0
+    simulations = PZOMBIE_SIMULATIONS if args.simulations is None else args.simulations
+    seed = PZOMBIE_SEED if args.seed is None else args.seed
     try:
         interval = load_interval(args.interval) if args.protocol == "cwr" and not args.simulate else None
     except ValueError as exc:
         parser.error(str(exc))
-    tables = protocol_tables(args.protocol, interval=interval, simulations=args.simulations, seed=args.seed,
+    tables = protocol_tables(args.protocol, interval=interval, simulations=simulations, seed=seed,
                              simulate=args.simulate)
-    given = " ".join(sys.argv[1:] if argv is None else argv)
-    print(f"Planned power, {args.protocol}: `python -m benchmarks.core.design {given}`")
+    print(heading)
     for table in tables:
         print()
         print(table.markdown())

@@ -30,7 +30,7 @@ import inspect
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Generic, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 import pytest
 
@@ -242,6 +242,19 @@ class Protocol(Generic[U, R]):
         """Per-unit binary outcomes two runs are compared on (``preregbench compare``):
         measure name -> unit key -> success.  Empty: the protocol declares none."""
         return {}
+
+    def paired_clusters(self, records: Sequence[R]) -> dict[str, Hashable]:
+        """Unit key -> the cluster it shares structure with, for the units of :meth:`paired_outcomes` whose
+        outcomes are not independent (CWR: replicas of one base pair).  ``preregbench compare`` gives a
+        measure whose units carry a cluster a cluster-aware interval.  Empty: every unit is independent."""
+        return {}
+
+    def paired_statistics(self, records_a: Sequence[R], records_b: Sequence[R]) -> list[dict[str, Any]]:
+        """Statistics of two runs on the same fixtures that are not per-unit successes (P-Zombie's eta^2 and
+        R^2), each compared by the protocol's own paired method: a list of rows with ``measure``, ``units``,
+        ``value_a``, ``value_b``, ``difference`` and ``interval`` (``low``, ``high``, ``confidence``,
+        ``method``), plus whatever the method rests on (resamples, seed).  Empty: none."""
+        return []
 
     # ----------------------------------------------------------------- measurement
 

@@ -13,7 +13,10 @@ figures read), so a run can be re-rendered at any time with
   plainly at the top of the page;
 * technical completeness (the outcome of every completeness test);
 * the intervals the summary holds (``<name>.lower`` / ``<name>.upper`` metrics,
-  with ``<name>.estimate`` when present);
+  with ``<name>.estimate`` when present), and every share of the summary's
+  ``intervals`` map (metric name -> ``{"k", "n", "value", "low", "high",
+  "method"}``) as "0.75 [0.58, 0.87], n = 32", also beside the measured value
+  in the rule conditions;
 * the figures the protocol draws (:meth:`Protocol.report_figures`, matplotlib
   with the Agg backend, rendered to SVG);
 * provenance: model id and revision, hashes, git commit and dirty flag,
@@ -110,6 +113,7 @@ class Condition:
     threshold: float
     threshold_name: str | None
     holds: bool | None
+    interval: Mapping[str, Any] | None = None  # the summary's interval of the metric, when it has one
 
 
 @dataclass
@@ -154,6 +158,7 @@ class RunView:
     model_deviation: tuple[str, str] | None
     intervals: list[tuple[str, Any, Any, Any]]
     notes: list[str] = field(default_factory=list)
+    proportions: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)  # name, the summary's interval
     figures: list[tuple[str, str, str, bytes]] = field(default_factory=list)  # name, title, caption, svg
 
     @property
@@ -221,10 +226,12 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(float(value)) else None
 
 
-def _condition(cond: Any, metrics: Mapping[str, Any]) -> Condition:
+def _condition(cond: Any, metrics: Mapping[str, Any], intervals: Mapping[str, Any] | None = None) -> Condition:
     value = _number(metrics.get(cond.metric))
     holds = None if value is None else cond.holds({cond.metric: value})
-    return Condition(cond.metric, value, cond.op, cond.threshold, cond.threshold_name, holds)
+    interval = (intervals or {}).get(cond.metric)
+    return Condition(cond.metric, value, cond.op, cond.threshold, cond.threshold_name, holds,
+                     interval if _is_proportion(interval) else None)
 
 
 def _classification_views(summary: Mapping[str, Any], protocol: Any, entry: Mapping[str, Any] | None,
@@ -242,6 +249,7 @@ def _classification_views(summary: Mapping[str, Any], protocol: Any, entry: Mapp
     tested = {name: {r.get("rule"): r for r in (c.get("rules") or [])}
               for name, c in ((entry or {}).get("classifications") or {}).items() if isinstance(c, dict)}
     metrics = summary.get("metrics") or {}
+    intervals = summary.get("intervals") if isinstance(summary.get("intervals"), dict) else {}
     outcomes = summary.get("outcomes") or {}
     problems = summary.get("classification_problems") or {}
     order = summary.get("rule_order") or {}
@@ -266,8 +274,8 @@ def _classification_views(summary: Mapping[str, Any], protocol: Any, entry: Mapp
             if block is not None:
                 rule = block.rules[index]
                 rows.append(RuleRow(index, label, role, rule.passes, rule.otherwise,
-                                    [_condition(c, metrics) for c in rule.all],
-                                    [_condition(c, metrics) for c in rule.any],
+                                    [_condition(c, metrics, intervals) for c in rule.all],
+                                    [_condition(c, metrics, intervals) for c in rule.any],
                                     test.get("outcome"), str(test.get("detail") or "")))
             else:
                 rows.append(RuleRow(index, label, role, False, False, [], [], test.get("outcome"),
@@ -294,6 +302,33 @@ def _intervals(summary: Mapping[str, Any]) -> list[tuple[str, Any, Any, Any]]:
             base = key[:-6]
             out.append((base, metrics.get(base + ".estimate"), metrics[key], metrics[base + ".upper"]))
     return out
+
+
+def _is_proportion(value: Any) -> bool:
+    return isinstance(value, dict) and {"value", "low", "high", "n"} <= set(value)
+
+
+def _proportions(summary: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(name, interval) for every share in the summary's ``intervals`` map, by name."""
+    intervals = summary.get("intervals")
+    if not isinstance(intervals, dict):
+        return []
+    return [(str(name), value) for name, value in sorted(intervals.items()) if _is_proportion(value)]
+
+
+def format_proportion(interval: Mapping[str, Any]) -> str:
+    """``{"value", "low", "high", "n"}`` as "0.75 [0.58, 0.87], n = 32" ("undefined, n = 0" without a value)."""
+    n = _num(interval.get("n"))
+    if _number(interval.get("value")) is None:
+        return f"undefined, n = {n}"
+    return f"{_num(interval['value'])} [{_num(interval.get('low'))}, {_num(interval.get('high'))}], n = {n}"
+
+
+def _method(interval: Mapping[str, Any]) -> str:
+    method = str(interval.get("method") or "")
+    if interval.get("design_effect") is not None:
+        method += f" (design effect {_num(interval['design_effect'])}, {_num(interval.get('clusters'))} clusters)"
+    return method
 
 
 def load_run(run_dir: str | Path, *, figures: bool = True) -> RunView:
@@ -346,6 +381,7 @@ def load_run(run_dir: str | Path, *, figures: bool = True) -> RunView:
         model_deviation=model_deviation,
         intervals=_intervals(summary),
         notes=notes,
+        proportions=_proportions(summary),
     )
     if figures and protocol is not None:
         view.figures = _draw(protocol, run_dir, summary, notes)
@@ -400,7 +436,8 @@ def _threshold(cond: Condition) -> str:
 
 
 def _condition_text(cond: Condition) -> str:
-    return f"{cond.metric} = {_num(cond.measured)} {cond.op} {_threshold(cond)}"
+    measured = format_proportion(cond.interval) if cond.interval is not None else _num(cond.measured)
+    return f"{cond.metric} = {measured} {cond.op} {_threshold(cond)}"
 
 
 def _rule_conditions(row: RuleRow) -> list[str]:
@@ -544,6 +581,13 @@ def render_html(view: RunView) -> str:
             out.append(f'<tr><td class="mono">{_e(name)}</td><td>{_e(_num(estimate))}</td><td>{_e(_num(low))}</td>'
                        f"<td>{_e(_num(high))}</td></tr>")
         out.append("</tbody></table></section>")
+    if view.proportions:
+        out.append('<section id="proportions"><h2>Shares with 95% intervals</h2><table><thead><tr><th>quantity</th>'
+                   "<th>estimate [interval], n</th><th>k</th><th>method</th></tr></thead><tbody>")
+        for name, interval in view.proportions:
+            out.append(f'<tr><td class="mono">{_e(name)}</td><td>{_e(format_proportion(interval))}</td>'
+                       f"<td>{_e(_num(interval.get('k')))}</td><td>{_e(_method(interval))}</td></tr>")
+        out.append("</tbody></table></section>")
     if view.figures:
         out.append('<section id="figures"><h2>Figures</h2>')
         for stem, title, caption, svg in view.figures:
@@ -610,6 +654,12 @@ def render_md(view: RunView) -> str:
     if view.intervals:
         out += ["## Intervals", "", "| quantity | estimate | lower | upper |", "| --- | --- | --- | --- |"]
         out += [f"| {_md(n)} | {_md(_num(e))} | {_md(_num(lo))} | {_md(_num(hi))} |" for n, e, lo, hi in view.intervals]
+        out.append("")
+    if view.proportions:
+        out += ["## Shares with 95% intervals", "", "| quantity | estimate [interval], n | k | method |",
+                "| --- | --- | --- | --- |"]
+        out += [f"| {_md(n)} | {_md(format_proportion(i))} | {_md(_num(i.get('k')))} | {_md(_method(i))} |"
+                for n, i in view.proportions]
         out.append("")
     if view.figures:
         out += ["## Figures", ""]
@@ -762,7 +812,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["FIGURES_DIR", "FORMATS", "Figure", "INDEX_HTML", "REPORT_CSS", "REPORT_HTML", "REPORT_MD", "ReportError", "RunNotFinished", "RunView", "load_run",
-           "main", "pyplot", "read_jsonl", "escape_html", "escape_md", "render_html", "render_md", "write_index", "write_reports",
+           "main", "pyplot", "read_jsonl", "escape_html", "escape_md", "format_proportion", "render_html", "render_md", "write_index", "write_reports",
            "write_round_reports"]
 
 if __name__ == "__main__":  # through the imported module, so that its ReportError is the one protocols raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import subprocess
 import sys
 import time
@@ -22,7 +23,8 @@ import pytest
 from .rules import Classification
 from .rundir import SUITE_ROOT
 
-__all__ = ["expected_pattern", "outcomes_by_name", "project_root", "read_report", "run_protocol", "run_rescorer"]
+__all__ = ["expected_pattern", "outcomes_by_name", "project_root", "proportion_fields", "read_report", "run_protocol",
+           "run_rescorer"]
 
 
 def project_root(folder: Path) -> Path:
@@ -95,3 +97,52 @@ def check_linear_time(parse: Callable[[str], Any], make: Callable[[int], str], w
     per_large = best_time(parse, large, 1)
     assert per_large < 1.0, f"{what}: {per_large:.3f} s for a 64 KB text"
     assert per_large <= 8 * per_small + 0.005, f"{what}: 64 KB in {per_large:.4f} s, 64 x 1 KB in {per_small:.4f} s"
+
+
+#: The name of a reported share: one of these words is a part of it (``tier1.error``, ``parser_coverage``,
+#: ``error_on_approvable``, ``refusal_share_of_errors``, ...).
+PROPORTION_NAME = re.compile(r"(?:^|[._])(accuracy|coverage|validity|error|share|rate|agreement)(?:$|[._])")
+#: Summary sections that report no measured share: preregistered values, the rule outcomes (their reasons quote
+#: the metrics) and provenance.
+NOT_MEASURED = ("thresholds", "outcomes", "rule_order", "settings", "preregistration", "model", "packages",
+                "hardware", "git")
+
+
+def proportion_fields(document: Any, skip: tuple[str, ...] = ()) -> list[tuple[str, Any, Any]]:
+    """(path, value, interval) of every share a summary or stats file reports; interval None when it has none.
+
+    A share is a float or null under a key named like one (:data:`PROPORTION_NAME`).  In the top-level
+    ``metrics`` map (numbers only: the rules read it) a share's interval is ``intervals[<metric name>]`` of the
+    same document; anywhere else it is the sibling key ``<key>_interval``.  Paths are dotted; a path equal to or
+    below one in ``skip`` (or :data:`NOT_MEASURED`) is left out.
+    """
+    found: list[tuple[str, Any, Any]] = []
+    skipped = NOT_MEASURED + tuple(skip)
+
+    def wanted(path: str) -> bool:
+        return not any(path == s or path.startswith(s + ".") for s in skipped)
+
+    def share_like(value: Any) -> bool:
+        return value is None or isinstance(value, float)  # a ratio is a float; counts (``error_units``) are ints
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key in sorted(node):
+                value, here = node[key], f"{path}.{key}" if path else str(key)
+                if not wanted(here) or (not path and key == "intervals"):
+                    continue
+                if not path and key == "metrics" and isinstance(value, dict):
+                    intervals = document.get("intervals") if isinstance(document.get("intervals"), dict) else {}
+                    found.extend((f"metrics.{name}", v, intervals.get(name)) for name, v in sorted(value.items())
+                                 if PROPORTION_NAME.search(name) and share_like(v) and wanted(f"metrics.{name}"))
+                elif PROPORTION_NAME.search(str(key)) and share_like(value):
+                    found.append((here, value, node.get(f"{key}_interval")))
+                else:
+                    walk(value, here)
+        elif isinstance(node, list):
+            for index, item in enumerate(node):
+                walk(item, f"{path}.{index}")
+
+    walk(document, "")
+    return found
+

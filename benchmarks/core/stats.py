@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -26,6 +26,8 @@ __all__ = [
     "one_way_anova",
     "paired_difference_interval",
     "pearson",
+    "proportion",
+    "proportion_design_effect",
     "rule_of_three",
     "spearman",
     "wilson_interval",
@@ -236,6 +238,90 @@ def clopper_pearson_interval(k: int, n: int, confidence: float = 0.95) -> Interv
     low = 0.0 if k == 0 else float(_scipy_stats().beta.ppf(alpha / 2, k, n - k + 1))
     high = 1.0 if k == n else float(_scipy_stats().beta.ppf(1 - alpha / 2, k + 1, n - k))
     return Interval(k / n, low, high, confidence, "clopper-pearson")
+
+
+PROPORTION_METHODS = ("wilson", "clopper-pearson")
+
+
+def proportion_design_effect(clusters: Sequence[tuple[int, int]]) -> float:
+    """Rao-Scott design effect of a pooled proportion over clusters, clipped to [1, largest cluster size].
+
+    ``clusters`` holds (successes, units) per cluster.  With p = sum k_i / N
+    the pooled share, the ratio of the cluster-robust variance of p to its
+    binomial variance p (1 - p) / N is
+
+        deff = sum_i (k_i - n_i p)^2 / (N p (1 - p))
+
+    (no K / (K - 1) factor, as in :func:`benchmarks.core.paired.design_effect`).
+    With one cluster, or p = 0 or 1 (no variance among units to measure the
+    clustering by), the clusters give no evidence that their units are
+    independent: deff is then the mean cluster size N / K, so that each
+    cluster counts as one observation.
+    """
+    cells = [(k, n) for k, n in clusters]
+    if not cells:
+        raise ValueError("a clustered proportion needs at least one cluster")
+    for k, n in cells:
+        _counts(k, n)
+    total = sum(n for _, n in cells)
+    successes = sum(k for k, _ in cells)
+    largest = max(n for _, n in cells)
+    p = successes / total
+    if len(cells) < 2 or successes in (0, total):
+        return total / len(cells)
+    spread = math.fsum((k - n * p) ** 2 for k, n in cells)
+    return min(float(largest), max(1.0, spread / (total * p * (1.0 - p))))
+
+
+def _wilson_bounds(p: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson score bounds for an observed share p on a (possibly fractional, effective) sample size n."""
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(max(0.0, p * (1 - p) / n + z * z / (4 * n * n))) / denom
+    low, high = max(0.0, centre - half), min(1.0, centre + half)
+    return (0.0 if p == 0.0 else low), (1.0 if p == 1.0 else high)
+
+
+def proportion(k: int, n: int, *, method: str = "wilson", confidence: float = 0.95,
+               clusters: Sequence[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """A reported share with its interval, as JSON: ``{"k", "n", "value", "low", "high", "method", "confidence"}``.
+
+    ``method`` is ``"wilson"`` (:func:`wilson_interval`) or ``"clopper-pearson"``
+    (:func:`clopper_pearson_interval`).  With ``n == 0`` the share is undefined:
+    value, low and high are None.  ``clusters`` ((successes, units) per
+    cluster, summing to k and n) makes the Wilson interval cluster-aware: it is
+    computed on the effective sample size n / deff, deff from
+    :func:`proportion_design_effect` (Rao-Scott); the method is then
+    ``"wilson-rao-scott"`` and the result also carries ``clusters``,
+    ``design_effect`` and ``effective_n``.
+    """
+    if method not in PROPORTION_METHODS:
+        raise ValueError(f"unknown interval method {method!r}; available: {', '.join(PROPORTION_METHODS)}")
+    if isinstance(k, bool) or isinstance(n, bool) or int(k) != k or int(n) != n or n < 0 or not 0 <= k <= max(n, 0):
+        raise ValueError(f"need integers 0 <= k <= n, got k={k!r}, n={n!r}")
+    k, n = int(k), int(n)
+    out: dict[str, Any] = {"k": k, "n": n, "value": None, "low": None, "high": None, "confidence": confidence}
+    if clusters is not None:
+        cells = [(int(ck), int(cn)) for ck, cn in clusters]
+        if method != "wilson":
+            raise ValueError("a clustered proportion has a Wilson (Rao-Scott) interval only; use method='wilson'")
+        if sum(c for c, _ in cells) != k or sum(c for _, c in cells) != n:
+            raise ValueError(f"the clusters sum to {sum(c for c, _ in cells)} of {sum(c for _, c in cells)}, "
+                             f"not the k={k} of n={n} given")
+        out.update(method="wilson-rao-scott", clusters=len(cells), design_effect=None, effective_n=None)
+        if n == 0:
+            return out
+        deff = proportion_design_effect([c for c in cells if c[1] > 0])
+        low, high = _wilson_bounds(k / n, n / deff, _z(confidence))
+        out.update(value=k / n, low=low, high=high, design_effect=deff, effective_n=n / deff)
+        return out
+    out["method"] = method
+    if n == 0:
+        _z(confidence)
+        return out
+    interval = (wilson_interval if method == "wilson" else clopper_pearson_interval)(k, n, confidence)
+    out.update(value=interval.estimate, low=interval.low, high=interval.high)
+    return out
 
 
 def rule_of_three(n: int) -> float:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import worlds
+from benchmarks.core.stats import proportion
 
 #: Flag set on a pair whose target a copied demonstration solves.
 COPY_FLAG = "copy_baseline_solves_target"
@@ -41,6 +42,8 @@ class SideBaselines:
             "condition": self.condition, "target_id": self.target_id, "copy_solves": list(self.copy_solves),
             "random_valid": self.random_valid, "random_samples": self.random_samples,
             "random_valid_rate": self.random_valid / self.random_samples if self.random_samples else None,
+            # the random samples are independent draws: plain Wilson
+            "random_valid_rate_interval": proportion(self.random_valid, self.random_samples),
             "greedy_steps": list(self.greedy_steps), "greedy_status": self.greedy_status,
             "greedy_reason": self.greedy_reason,
         }

@@ -31,7 +31,7 @@ import worlds
 from benchmarks.core import ClassificationSpec, ModelSpec, ProtocolHeader, sha256_bytes
 from benchmarks.core.protocol import Option, Protocol, ProtocolRun, UsageProblem, finite
 from benchmarks.core.paired import tango_rao_scott_interval
-from benchmarks.core.stats import paired_difference_interval
+from benchmarks.core.stats import paired_difference_interval, proportion
 from fixtures.cwr import E_CONTEXTS, build_cwr_items, condition_context_text, e_context, resolve_world
 
 #: The interval the CWR rules read: Tango's score interval for a paired difference on the pooled replica table,
@@ -81,6 +81,31 @@ class SensitivitySpec:
 
 
 @dataclass(frozen=True)
+class ConfirmatoryDesignSpec:
+    """The prospective sample design of the confirmatory split (read by ``python -m benchmarks.core.design cwr``;
+    no rule reads it and it sizes nothing in a development run)."""
+
+    families: tuple[str, ...]  # families the base pairs come from, equal numbers of bases each
+    bases_per_family: int  # base pairs per family
+    replicas: int  # F/C target replicas per base pair
+    c_validity: float  # assumed C exact validity of one replica
+    theta: float  # assumed dependence of the F and C sides of one replica
+    rho: float  # assumed within-base correlation of the replicas
+    null_difference: float  # true F - C at which DEFICIT_OF_DELTA_REJECTED is the correct outcome
+    effect_difference: float  # true F - C at which RECOMBINATION_DEFICIT_SUPPORTED is the correct outcome
+    target: float  # required probability of the correct outcome at both
+    simulations: int  # simulated data sets per probability
+    seed: int  # simulation seed
+    p_reject_at_null: float  # computed P(DEFICIT_OF_DELTA_REJECTED) at null_difference
+    p_support_at_effect: float  # computed P(RECOMBINATION_DEFICIT_SUPPORTED) at effect_difference
+
+
+@dataclass(frozen=True)
+class DesignSpec:
+    confirmatory: ConfirmatoryDesignSpec
+
+
+@dataclass(frozen=True)
 class CwrPrereg:
     protocol: ProtocolHeader
     model: ModelSpec
@@ -90,6 +115,7 @@ class CwrPrereg:
     analysis: AnalysisSpec
     thresholds: dict[str, float]
     sensitivity: SensitivitySpec
+    design: DesignSpec
     classification: ClassificationSpec
 
 
@@ -572,6 +598,44 @@ def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | 
     return out
 
 
+def cluster_of(record: CwrRecord) -> str:
+    """The cluster a unit's outcome shares structure with: the base pair for every unit on a pair's worlds (F and C
+    sides of every replica, P/R/E items on its targets), otherwise the shipped world the item is on."""
+    if record.world_ref.startswith("pair:"):
+        return base_pair(record.world_ref.split(":", 2)[1])
+    return record.world_ref
+
+
+def clustered_share(rows: Sequence[CwrRecord], success: Any) -> dict[str, Any]:
+    """The share of ``rows`` for which ``success(row)`` holds, with its cluster-aware 95% interval: Wilson on the
+    Rao-Scott effective size, the clusters those of :func:`cluster_of` (:func:`benchmarks.core.stats.proportion`)."""
+    cells: dict[str, list[int]] = {}
+    for row in rows:
+        cell = cells.setdefault(cluster_of(row), [0, 0])
+        cell[0] += bool(success(row))
+        cell[1] += 1
+    clusters = [tuple(cells[key]) for key in sorted(cells)]
+    return proportion(sum(k for k, _ in clusters), len(rows), clusters=clusters)
+
+
+def intervals(records: Sequence[CwrRecord]) -> dict[str, dict[str, Any]]:
+    """A cluster-aware 95% interval with k and n beside every share :func:`metrics` reports (metric name ->
+    interval).  Reported only: the rules read the F - C interval of :func:`metrics`, not these."""
+    out: dict[str, dict[str, Any]] = {}
+    for condition in CONDITIONS:
+        rows = [r for r in records if r.condition == condition]
+        name = "validity" if condition in SYNTHESIS_CONDITIONS else "accuracy"
+        out[f"{condition}.parse_coverage"] = clustered_share(rows, lambda r: r.parse_status == "ok")
+        out[f"{condition}.{name}"] = clustered_share(rows, lambda r: r.correct)
+    for kind in ("verdict", "effect"):
+        out[f"P.{kind}.accuracy"] = clustered_share([r for r in records if r.condition == "P" and r.kind == kind],
+                                                    lambda r: r.correct)
+    for context in E_CONTEXTS:
+        out[f"E_{context}.accuracy"] = clustered_share(
+            [r for r in records if r.condition == "E" and r.context == context], lambda r: r.correct)
+    return dict(sorted(out.items()))
+
+
 def sensitivity_grid(measured: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The classification at every (delta, tau) of the preregistered grid; reported, never used to choose."""
     values = finite(measured)
@@ -781,6 +845,11 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
     def paired_outcomes(self, records: Sequence[CwrRecord]) -> dict[str, dict[str, bool]]:
         return {f"{c}.accuracy": {r.item_id: bool(r.correct) for r in records if r.condition == c} for c in CONDITIONS}
 
+    def paired_clusters(self, records: Sequence[CwrRecord]) -> dict[str, str]:
+        """F and C units by base pair: the replicas of one base share world, motif and demonstrations."""
+        return {r.item_id: base_pair(r.pair_id) for r in records
+                if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None}
+
     def metrics(self, run: ProtocolRun, records: Sequence[CwrRecord]) -> dict[str, Any]:
         motif_required = {p.pair_id for p in self.pairs() if p.novelty == MOTIF_REQUIRED}
         return metrics(records, self.baselines(run), motif_required)
@@ -800,11 +869,14 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         return report_figures(run_dir, summary)
 
     def summary(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
+        shares = intervals(records)
         return {
             "sensitivity": sensitivity_grid(measured),
+            "intervals": shares,
             "execution_by_context": {
                 f"E_{c}": {"units": measured.get(f"E_{c}.units"), "correct": measured.get(f"E_{c}.correct"),
-                           "accuracy": measured.get(f"E_{c}.accuracy")} for c in E_CONTEXTS},
+                           "accuracy": measured.get(f"E_{c}.accuracy"), "accuracy_interval": shares[f"E_{c}.accuracy"]}
+                for c in E_CONTEXTS},
             "parse_statuses": parse_status_counts(records),
             "synthesis_checks": check_counts(records),
             "units": {c: sum(u.condition == c for u in run.units) for c in CONDITIONS},

@@ -32,7 +32,10 @@ score interval with a Rao-Scott design effect over base pairs) and the
 per-replica Newcombe figure beside it, both written out here, and the
 classification by the preregistered rule order.
 
-Prints one JSON object: ``classification``, ``metrics``, ``disagreements``
+Prints one JSON object: ``classification``, ``metrics``, ``intervals`` (for
+each accuracy and validity it recomputes, the cluster-aware 95% interval the
+run's summary reports: Wilson on the Rao-Scott effective size, clusters the
+base pairs and shipped worlds), ``disagreements``
 (in unit order, that of the ledger, ``{"unit", "field", "recorded", "recomputed"}`` for every
 recomputed per-unit field that differs; the copy-baseline flag is reported on
 the side's unit, ``F:<pair>`` or ``C:<pair>``), ``mismatched_units``,
@@ -249,6 +252,41 @@ def newcombe(a, b, c, d, confidence):
     lower_gap = math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
     upper_gap = math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
     return p1 - p2, max(-1.0, p1 - p2 - lower_gap), min(1.0, p1 - p2 + upper_gap)
+
+
+def clustered_share(outcomes, confidence=0.95):
+    """{k, n, value, low, high, design_effect} of (cluster, success) outcomes: Wilson's score interval on the
+    effective size n / deff, deff = sum_i (k_i - n_i p)^2 / (n p (1 - p)) clipped to [1, largest cluster]; with
+    one cluster or p = 0 or 1 deff is n / clusters.  Written here from the definition, not from the suite."""
+    clusters = {}
+    for cluster, ok in outcomes:
+        cell = clusters.setdefault(cluster, [0, 0])
+        cell[0] += bool(ok)
+        cell[1] += 1
+    hits, total = sum(c[0] for c in clusters.values()), sum(c[1] for c in clusters.values())
+    out = {"k": hits, "n": total, "value": None, "low": None, "high": None, "design_effect": None}
+    if not total:
+        return out
+    p = hits / total
+    if len(clusters) < 2 or hits in (0, total):
+        effect = total / len(clusters)
+    else:
+        between = sum((k - n * p) ** 2 for k, n in clusters.values())
+        effect = min(max(n for _, n in clusters.values()), max(1.0, between / (total * p * (1 - p))))
+    size = total / effect
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    centre = (p + z * z / (2 * size)) / (1 + z * z / size)
+    half = z * math.sqrt(max(0.0, p * (1 - p) / size + z * z / (4 * size * size))) / (1 + z * z / size)
+    out.update(value=p, low=0.0 if hits == 0 else max(0.0, centre - half),
+               high=1.0 if hits == total else min(1.0, centre + half), design_effect=effect)
+    return out
+
+
+def cluster_of(world_ref):
+    """A pair's worlds ("pair:<pair id>:<side>") belong to its base pair (the id before "~r"); a shipped world to itself."""
+    if world_ref.startswith("pair:"):
+        return world_ref.split(":", 2)[1].split("~r", 1)[0]
+    return world_ref
 
 
 def clustered_deficit(sides_by_pair, confidence):
@@ -640,7 +678,7 @@ def rescore(run_dir, prereg):
         raise Unreadable(f"{run_dir / 'grading.json'}: not a grading index of schema version 1")
     grader = Grader(run_dir, index)
 
-    disagreements, correct, contexts = [], {}, {}
+    disagreements, correct, contexts, clusters = [], {}, {}, {}
 
     def differ(unit, field, recorded, recomputed):
         if recorded != recomputed:
@@ -671,6 +709,7 @@ def rescore(run_dir, prereg):
         differ(unit, "correct", record["correct"], ok)
         correct[unit] = (condition, record["pair_id"], ok)
         contexts[unit] = record.get("context")
+        clusters[unit] = cluster_of(record["world_ref"])
 
     flagged = set()
     recorded_sides = {pair: {s["condition"]: s for s in row["sides"]} for pair, row in baselines["pairs"].items()}
@@ -685,16 +724,21 @@ def rescore(run_dir, prereg):
             differ(sides[condition]["unit"], "copy_baseline_solves_target",
                    None if recorded is None else bool(recorded["copy_solves"]), why is not None)
 
-    values = {}
+    values, intervals = {}, {}
     for condition in ("P", "R", "E", "F", "C"):
         rows = [ok for cond, _, ok in correct.values() if cond == condition]
         values[f"{condition}.units"] = len(rows)
         name = "validity" if condition in ("F", "C") else "accuracy"
         values[f"{condition}.{name}"] = sum(rows) / len(rows) if rows else None
+        intervals[f"{condition}.{name}"] = clustered_share(
+            [(clusters[item], ok) for item, (cond, _, ok) in correct.items() if cond == condition])
     for context in ("C", "F", "none"):  # E_C (the seed's main E), E_F, context-free E
         rows = [ok for item, (cond, _, ok) in correct.items() if cond == "E" and contexts[item] == context]
         values[f"E_{context}.units"] = len(rows)
         values[f"E_{context}.accuracy"] = sum(rows) / len(rows) if rows else None
+        intervals[f"E_{context}.accuracy"] = clustered_share(
+            [(clusters[item], ok) for item, (cond, _, ok) in correct.items()
+             if cond == "E" and contexts[item] == context])
     sides = {}
     for cond, pair, ok in correct.values():
         if cond in ("F", "C"):
@@ -717,7 +761,7 @@ def rescore(run_dir, prereg):
 
     position = {record["item_id"]: number for number, record in enumerate(records)}
     disagreements.sort(key=lambda d: position.get(d["unit"], len(records)))  # unit (ledger) order; stable
-    report = {"units": len(records), "metrics": values, "disagreements": disagreements,
+    report = {"units": len(records), "metrics": values, "intervals": intervals, "disagreements": disagreements,
               "mismatched_units": sorted({d["unit"] for d in disagreements}),
               "copy_flagged": sorted(flagged)}
     try:

@@ -109,12 +109,20 @@ def probe_analysis(units: Sequence[UnitRecord], design_share: Mapping[int, float
     def rate(part: Sequence[UnitRecord], whole: Sequence[UnitRecord]) -> float | None:
         return len(part) / len(whole) if whole else None
 
+    def interval(part: Sequence[UnitRecord], whole: Sequence[UnitRecord]) -> dict[str, Any]:
+        return stats.proportion(len(part), len(whole))  # episodes are independent: plain Wilson
+
+    wrong_approvable = [u for u in approvable if u.outcome != "correct"]
+    wrong_rejectable = [u for u in rejectable if u.outcome != "correct"]
     out: dict[str, Any] = {
         "scored_units": len(scored),
         "errors": len(errors),
         "refusal_share_of_errors": rate(refusals, errors),
-        "error_on_approvable": rate([u for u in approvable if u.outcome != "correct"], approvable),
-        "error_on_rejectable": rate([u for u in rejectable if u.outcome != "correct"], rejectable),
+        "refusal_share_of_errors_interval": interval(refusals, errors),
+        "error_on_approvable": rate(wrong_approvable, approvable),
+        "error_on_approvable_interval": interval(wrong_approvable, approvable),
+        "error_on_rejectable": rate(wrong_rejectable, rejectable),
+        "error_on_rejectable_interval": interval(wrong_rejectable, rejectable),
         "approvable_units": len(approvable),
         "mean_depth_approvable": (sum(u.depth for u in approvable) / len(approvable)) if approvable else None,
     }
@@ -123,6 +131,9 @@ def probe_analysis(units: Sequence[UnitRecord], design_share: Mapping[int, float
         estimate = accuracy_estimate(correct_approvable, len(approvable))
         out["approvable_accuracy"] = estimate.value
         out["approvable_accuracy_is_bound"] = estimate.bound
+        # the interval of the observed share k / n (when the point value is the rule-of-three bound 1 - 3/n,
+        # the interval still belongs to the observed n of n)
+        out["approvable_accuracy_interval"] = stats.proportion(correct_approvable, len(approvable))
         a = per_check_accuracy(estimate.value, out["mean_depth_approvable"]) if estimate.value > 0 else None
         out["per_check_accuracy"] = a  # None when no approvable unit was right: a^k = 0 has no k-th root
         out["required_depth_window"] = list(required_depth_window(a)) if a is not None else None
@@ -132,10 +143,14 @@ def probe_analysis(units: Sequence[UnitRecord], design_share: Mapping[int, float
         decided = [u for u in cell if u.decision is not None]
         generated = sum(u.ground_truth == "approve" for u in cell)
         p = design_share.get(tier)
+        approved = [u for u in decided if u.decision == "approve"]
+        generated_approvable = [u for u in cell if u.ground_truth == "approve"]
         tiers[str(tier)] = {
             "units": len(cell),
-            "approve_rate": rate([u for u in decided if u.decision == "approve"], cell),
-            "generated_approvable_share": rate([u for u in cell if u.ground_truth == "approve"], cell),
+            "approve_rate": rate(approved, cell),
+            "approve_rate_interval": interval(approved, cell),
+            "generated_approvable_share": rate(generated_approvable, cell),
+            "generated_approvable_share_interval": interval(generated_approvable, cell),
             "design_approvable_share": p,
             "dip_probability": cell_dip_probability(generated, len(cell), p) if (cell and p is not None) else None,
         }

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from benchmarks.core import Classification, RuleError, finite
+from benchmarks.core.stats import proportion
 
 from .protocol import CLAUSES, GATE, PREREG, TIERS, SharesSpec, UnitRecord, share
 
@@ -75,6 +76,30 @@ def gate_metrics(units: Sequence[UnitRecord], variant: str,
         at_floor += error is not None and error >= thresholds["tier_floor"]
     out["tiers_at_floor"] = at_floor
     return out
+
+
+def _share_interval(counts: Mapping[str, int], numerator: tuple[str, ...],
+                    denominator: tuple[str, ...]) -> dict[str, Any]:
+    n = sum(counts.get(o, 0) for o in denominator)
+    return proportion(sum(counts.get(o, 0) for o in numerator), n)
+
+
+def gate_intervals(units: Sequence[UnitRecord], shares: SharesSpec = PREREG.values.shares) -> dict[str, dict[str, Any]]:
+    """A 95% Wilson interval with k and n beside every share :func:`gate_metrics` reports (metric name -> interval).
+
+    Episodes are independent draws of the generator, so the intervals are plain
+    Wilson; they are reported beside the gate, which reads the point shares only.
+    """
+    counts = tier_counts(units)
+    everything = _pool(counts, TIERS)
+    out = {
+        "overall_error": _share_interval(everything, shares.error_outcomes, shares.scored_outcomes),
+        "tier45_error": _share_interval(_pool(counts, shares.tier45), shares.error_outcomes, shares.scored_outcomes),
+        "errored_share": _share_interval(everything, shares.errored_outcomes, shares.all_outcomes),
+    }
+    for tier in TIERS:
+        out[f"tier{tier}.error"] = _share_interval(counts[tier], shares.error_outcomes, shares.scored_outcomes)
+    return dict(sorted(out.items()))
 
 
 UNDEFINED = "UNDEFINED"

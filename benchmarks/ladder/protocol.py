@@ -654,12 +654,15 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
         return write_round_reports(folder, formats) if is_round_dir(folder) else None
 
     def summary(self, run: ProtocolRun, records: Sequence[UnitRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
+        from .gate import gate_intervals
+
         return {"probe": run.settings.folder_name, "gate_row": self.gate_row(run, measured).as_dict(),
-                "analysis_files": list(self.result_files(run, records, measured))}
+                "intervals": gate_intervals(records), "analysis_files": list(self.result_files(run, records, measured))}
 
     def analysis(self, run: ProtocolRun, records: Sequence[UnitRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
         """The probe's gate row, metrics, gate and clause labels, and its analysis (``analysis.json``)."""
         from .analysis import probe_analysis
+        from .gate import gate_intervals
 
         row = self.gate_row(run, measured)
         design = {tier: run.settings.state.approve_share for tier in TIERS}
@@ -667,6 +670,7 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
             "probe": run.settings.folder_name,
             "gate": row.as_dict(),
             "metrics": dict(measured),
+            "intervals": gate_intervals(records),
             "gate_label": row.result.label,
             "clauses": dict(row.result.clauses),
             "analysis": probe_analysis(records, design),

@@ -25,7 +25,8 @@ numerators and denominators, and decides the gate and the four clauses by the
 preregistered rule order.  Refuses to mix generator v1 with v2 probes.
 
 Prints one JSON object.  For one probe: ``classification`` (the gate label),
-``metrics``, ``disagreements`` (every recomputed per-unit field that differs
+``metrics``, ``intervals`` (the 95% Wilson interval, k and n of every share, as
+the run's summary reports them), ``disagreements`` (every recomputed per-unit field that differs
 from the record, in unit order) and the probe's full reading under
 ``probes``.  For several: ``classification`` null, ``classifications``
 (probe -> gate label), metrics as ``<probe>/<metric>`` and disagreements
@@ -37,10 +38,12 @@ cannot be read.
 import argparse
 import hashlib
 import json
+import math
 import operator
 import sys
 import tomllib
 from pathlib import Path
+from statistics import NormalDist
 
 COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 BLOCKS = ("gate", "clause_a", "clause_b", "clause_c", "clause_d")
@@ -224,6 +227,21 @@ def ratio(counts, numerator, denominator):
     return sum(counts.get(o, 0) for o in numerator) / below if below else None
 
 
+def wilson(counts, numerator, denominator, confidence=0.95):
+    """{k, n, value, low, high}: the share with its Wilson score interval; value and bounds None when n is 0."""
+    total = sum(counts.get(o, 0) for o in denominator)
+    hits = sum(counts.get(o, 0) for o in numerator)
+    out = {"k": hits, "n": total, "value": None, "low": None, "high": None}
+    if total:
+        z = NormalDist().inv_cdf(0.5 + confidence / 2)
+        p = hits / total
+        centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+        half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+        out.update(value=p, low=0.0 if hits == 0 else max(0.0, centre - half),
+                   high=1.0 if hits == total else min(1.0, centre + half))
+    return out
+
+
 def decide(block, thresholds, values):
     """The label of one classification block, or UNDEFINED when a rule reaches an unmeasured share."""
 
@@ -312,6 +330,12 @@ def rescore_probe(folder, prereg):
         "errored_share": ratio(everything, shares["errored_outcomes"], shares["all_outcomes"]),
         "gradient_applies": 1 if meta["generator_variant"] == "v2" else 0,
     }
+    intervals = {
+        "overall_error": wilson(everything, shares["error_outcomes"], shares["scored_outcomes"]),
+        "tier45_error": wilson(pool(shares["tier45"]), shares["error_outcomes"], shares["scored_outcomes"]),
+        "errored_share": wilson(everything, shares["errored_outcomes"], shares["all_outcomes"]),
+        **{f"tier{t}.error": wilson(counts[t], shares["error_outcomes"], shares["scored_outcomes"]) for t in TIERS},
+    }
     at_floor = 0
     for t in TIERS:
         error = ratio(counts[t], shares["error_outcomes"], shares["scored_outcomes"])
@@ -329,6 +353,7 @@ def rescore_probe(folder, prereg):
         "ground_truth_from": "fixtures.json" if episodes is not None else "units.jsonl",
         "counts": {str(t): counts[t] for t in TIERS},
         "metrics": values,
+        "intervals": intervals,
         "gate": labels["gate"],
         "clauses": {name[-1]: labels[name] for name in BLOCKS[1:]},
         "disagreements": disagreements,
@@ -353,7 +378,7 @@ def probe_folders(folder):
 def report_of(results):
     if len(results) == 1:
         [only] = results
-        return {"classification": only["gate"], "metrics": only["metrics"],
+        return {"classification": only["gate"], "metrics": only["metrics"], "intervals": only["intervals"],
                 "disagreements": only["disagreements"], "probes": results}
     return {
         "classification": None,

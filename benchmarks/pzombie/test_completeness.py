@@ -18,6 +18,7 @@ from .protocol import (
     PREREG,
     PRESET_PREFIX,
     calibration_file,
+    intervals,
     metrics,
     token_diversity,
     zone_entropy_bits,
@@ -103,6 +104,7 @@ def test_stats_written(summary, records):
     assert {k: v for k, v in summary["metrics"].items() if v is not None} == pytest.approx(recomputed)
     assert set(summary["classifications"]) == {"token_control", "combined", "eta2_target", "h2"}
     assert summary["deviations_from_original"] and "published_sr61_final_v2" in summary
+    assert summary["intervals"] == json.loads(json.dumps(intervals(records))), "stats.json intervals differ"
 
 
 def test_figures_written(result_files):

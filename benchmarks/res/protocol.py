@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import models
 from benchmarks.core import ClassificationSpec, ModelSpec, ProtocolHeader, sha256_bytes
 from benchmarks.core.protocol import Option, Protocol, ProtocolRun
+from benchmarks.core.stats import proportion
 from fixtures.res import (
     CONDITIONS,
     RES_VARIANTS,
@@ -211,6 +212,25 @@ def condition_metrics(records: Sequence[ResRecord]) -> dict[str, float | int | N
     }
 
 
+def condition_intervals(records: Sequence[ResRecord]) -> dict[str, dict[str, Any]]:
+    """A 95% Wilson interval with k and n beside every share :func:`condition_metrics` reports (items are
+    independent: plain Wilson).  Reported only; the rules read the point values."""
+    parsed = [r for r in records if r.parsed is not None]
+    return {
+        "logit_accuracy": proportion(sum(r.logit_choice == r.ideal for r in records), len(records)),
+        "generated_accuracy": proportion(sum(r.parsed == r.ideal for r in records), len(records)),
+        "parser_coverage": proportion(len(parsed), len(records)),
+        "parsed_accuracy": proportion(sum(r.parsed == r.ideal for r in parsed), len(parsed)),
+        "agreement": proportion(sum(r.parsed == r.logit_choice for r in parsed), len(parsed)),
+    }
+
+
+def intervals(records: Sequence[ResRecord]) -> dict[str, dict[str, Any]]:
+    """``<condition>.<share>`` -> its interval, for the summary's ``intervals``."""
+    return {f"{condition}.{key}": value for condition in CONDITIONS
+            for key, value in condition_intervals([r for r in records if r.condition == condition]).items()}
+
+
 def metrics(records: Sequence[ResRecord]) -> dict[str, float | int | None]:
     """Flat ``<condition>.<metric>`` values; undefined ratios (no parsed generation) are None."""
     out: dict[str, float | int | None] = {}
@@ -313,6 +333,7 @@ class ResProtocol(Protocol[ResUnit, ResRecord]):
             "fixture_sha256": res_fixture_hash(sets),
             "heuristic_audit": heuristic_audit(sets),
             "label_token_ids": [list(ids) for ids in sorted({r.label_token_ids for r in records})],
+            "intervals": intervals(records),
         }
 
 

@@ -23,7 +23,8 @@ beside this script).  For every record it recomputes, from primitive fields:
 
 From those alone it recomputes every metric and the classification by the
 preregistered rule order, and prints one JSON object: ``classification``,
-``metrics``, ``disagreements`` (each recomputed per-unit field that differs
+``metrics``, ``intervals`` (the 95% Wilson interval, k and n of every share,
+as the run's summary reports them), ``disagreements`` (each recomputed per-unit field that differs
 from the record, in unit order), ``items``, ``mismatched_items`` and
 ``missing_items`` (fixture rows without a record: an unfinished run).  Exit
 status 0 when there is no disagreement, 1 when there is one, 2 (one line on
@@ -33,8 +34,10 @@ stderr) when the run directory or the preregistration cannot be read.
 import argparse
 import hashlib
 import json
+import math
 import operator
 import sys
+from statistics import NormalDist
 import tomllib
 from pathlib import Path
 
@@ -168,6 +171,19 @@ def share(hits, total):
     return hits / total if total else None
 
 
+def wilson(hits, total, confidence=0.95):
+    """{k, n, value, low, high} with the Wilson score interval; value and bounds None when total is 0."""
+    out = {"k": hits, "n": total, "value": None, "low": None, "high": None}
+    if total:
+        z = NormalDist().inv_cdf(0.5 + confidence / 2)
+        p = hits / total
+        centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+        half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+        out.update(value=p, low=0.0 if hits == 0 else max(0.0, centre - half),
+                   high=1.0 if hits == total else min(1.0, centre + half))
+    return out
+
+
 def classify(prereg, values):
     """The label by the preregistered rule order; UNDEFINED when a rule reads an undefined metric."""
     thresholds = prereg["thresholds"]
@@ -246,7 +262,7 @@ def rescore(run_dir, prereg):
             if recorded[name] != value:
                 disagreements.append({"unit": unit, "field": name, "recorded": recorded[name], "recomputed": value})
 
-    values = {}
+    values, intervals = {}, {}
     for condition in CONDITIONS:
         got = [(m["ideal"], m["logit_choice"], m["parsed"]) for _, _, c, m, _ in readings if c == condition]
         parsed = [g for g in got if g[2] is not None]
@@ -256,10 +272,17 @@ def rescore(run_dir, prereg):
         values[f"{condition}.parser_coverage"] = share(len(parsed), len(got))
         values[f"{condition}.parsed_accuracy"] = share(sum(ideal == answer for ideal, _, answer in parsed), len(parsed))
         values[f"{condition}.agreement"] = share(sum(logit == answer for _, logit, answer in parsed), len(parsed))
+        intervals[f"{condition}.logit_accuracy"] = wilson(sum(ideal == logit for ideal, logit, _ in got), len(got))
+        intervals[f"{condition}.generated_accuracy"] = wilson(sum(ideal == answer for ideal, _, answer in got), len(got))
+        intervals[f"{condition}.parser_coverage"] = wilson(len(parsed), len(got))
+        intervals[f"{condition}.parsed_accuracy"] = wilson(sum(ideal == answer for ideal, _, answer in parsed),
+                                                           len(parsed))
+        intervals[f"{condition}.agreement"] = wilson(sum(logit == answer for _, logit, answer in parsed), len(parsed))
 
     return {
         "classification": classify(prereg, values),
         "metrics": values,
+        "intervals": intervals,
         "disagreements": disagreements,
         "items": len(records),
         "fixture_set": set_name,

@@ -18,6 +18,7 @@ from benchmarks.core.report import (
     FIGURES_DIR,
     INDEX_HTML,
     ReportError,
+    escape_md,
     find_protocol,
     load_run,
     main,
@@ -247,3 +248,26 @@ def test_a_lone_surrogate_is_written_as_an_escape(tmp_path: Path) -> None:
     write_reports(run_dir)
     assert "torn \\ud800 text" in (run_dir / "report.html").read_text(encoding="utf-8")
     assert "torn \\\\ud800 text" in (run_dir / "report.md").read_text(encoding="utf-8")  # the backslash escaped
+
+
+def test_shares_are_shown_with_their_intervals(tmp_path: Path) -> None:
+    """A summary's ``intervals`` map: each share as "value [low, high], n = N" beside the measured value of every
+    rule condition that reads it, and in a table of its own; an undefined share says so."""
+    from benchmarks.core.stats import proportion
+
+    run_dir = make_run(tmp_path, "res", value=0.75, hostile=False)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["intervals"] = {"five_factor.logit_accuracy": proportion(24, 32),
+                            "minimal_owner_indexed.parsed_accuracy": proportion(0, 0),
+                            "broken": {"value": 0.5}}  # not an interval: left out, never a crash
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    view = load_run(run_dir, figures=False)
+    assert [name for name, _ in view.proportions] == ["five_factor.logit_accuracy", "minimal_owner_indexed.parsed_accuracy"]
+    shown = "five_factor.logit_accuracy = 0.75 [0.5789, 0.8675], n = 32 >= 0.75 (accuracy)"
+    page, md = html.unescape(render_html(view)), render_md(view)
+    assert shown in page and escape_md(shown) in md
+    assert escape_md("minimal_owner_indexed.logit_accuracy = 0.75 >= 0.75") in md  # no interval: the value alone
+    assert re.search(r"five_factor\.logit_accuracy</td><td>0\.75 \[0\.5789, 0\.8675\], n = 32</td><td>24</td>"
+                     r"<td>wilson</td>", page)
+    assert "undefined, n = 0" in page
+    assert f"| {escape_md('five_factor.logit_accuracy')} | {escape_md('0.75 [0.5789, 0.8675], n = 32')} | 24 | wilson |" in md

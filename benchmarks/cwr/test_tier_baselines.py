@@ -1,0 +1,18 @@
+"""The per-tier baseline script counts what the baselines do on generated targets."""
+
+from benchmarks.cwr.baselines import greedy_baseline
+from benchmarks.cwr.tier_baselines import tier_rates
+
+import worlds
+
+
+def test_tier_rates_count_both_targets_of_every_pair():
+    got = tier_rates(seed=9, n=2, samples=10, tiers=("T1",))
+    row = got["tiers"]["T1"]
+    assert row["targets"] == 4 and row["random_samples"] == 40
+    assert row["copy"] == 0  # generated pairs whose demonstrations a copy solves are refused
+    # the greedy count is the number of targets whose greedy run is VALID, recounted here
+    pairs = worlds.generate_pairs("token_workshop", 9, 2, "T1").pairs
+    recount = sum(greedy_baseline(s.target)[1].ok for p in pairs for s in (p.f, p.c))
+    assert row["greedy"] == recount
+    assert got["overall"]["targets"] == 4 and got["overall"]["greedy_rate"] == recount / 4
