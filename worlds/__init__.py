@@ -210,9 +210,9 @@ __all__ = [
     "parse_program",
 ]
 
-from ._generate import GENERATOR_VERSION, GenerationResult, generate_pairs  # noqa: E402
+from ._generate import GENERATED_FAMILIES, GENERATOR_VERSION, GenerationResult, generate_pairs  # noqa: E402
 from ._interchange import interchangeable_edges  # noqa: E402
 from ._tiers import TIERS, tier_of, tier_properties  # noqa: E402
 
-__all__ += ["GENERATOR_VERSION", "GenerationResult", "TIERS", "generate_pairs", "interchangeable_edges",
-            "tier_of", "tier_properties"]
+__all__ += ["GENERATED_FAMILIES", "GENERATOR_VERSION", "GenerationResult", "TIERS", "generate_pairs",
+            "interchangeable_edges", "tier_of", "tier_properties"]

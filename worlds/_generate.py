@@ -73,6 +73,8 @@ class GenerationResult:
     """What one ``generate_pairs`` call produced.
 
     pairs: the certified pairs, each with its manifest filled in.
+    specs: the pinned pair spec each pair was built from (same order): rebuilding one with other replica
+        seeds (``dataclasses.replace(spec, f_seed=..., c_seed=...)`` and ``build_pair``) gives a further replica.
     draws: draws made.
     rejections: reason -> number of rejected draws (one reason per draw).
     candidate_rejections: what refused demonstration candidates -> how many.
@@ -80,6 +82,7 @@ class GenerationResult:
     """
 
     pairs: tuple[Pair, ...]
+    specs: tuple[PairSpec, ...]
     draws: int
     rejections: dict[str, int]
     candidate_rejections: dict[str, int]
@@ -323,7 +326,7 @@ def _pick(base: World, cands: _Candidates, audit, limit: int = MAX_AUDITS):
 
 
 def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCounts,
-          refused: Counter) -> Pair:
+          refused: Counter) -> tuple[Pair, PairSpec]:
     stream = f"{GENERATOR_VERSION}/{family}/{tier}/{seed}/{index}"
     rng = random.Random(stream)
     tp = _TIER_PARAMS[family](tier)
@@ -411,7 +414,7 @@ def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCoun
     }
     manifest["interchangeable_edges"] = [f"{a} -{b}-> {c}" for a, b, c in inter]
     manifest["exposure_residual"] = {"demonstration_uses_f_minus_c": residual, "l1": exposure_distance}
-    return dataclasses.replace(pair, manifest=manifest)
+    return dataclasses.replace(pair, manifest=manifest), spec
 
 
 def generate_pairs(family: str, seed: int, n: int, tier: str, *, max_draws: int | None = None,
@@ -431,12 +434,15 @@ def generate_pairs(family: str, seed: int, n: int, tier: str, *, max_draws: int 
         raise WorldsError(f"n must be a positive int, got {n!r}")
     limit = 40 * n if max_draws is None else max_draws
     pairs: list[Pair] = []
+    specs: list[PairSpec] = []
     rejections: Counter = Counter()
     refused: Counter = Counter()
     draws = 0
     while len(pairs) < n and draws < limit:
         try:
-            pairs.append(_draw(family, seed, tier, draws, token_counts, refused))
+            pair, spec = _draw(family, seed, tier, draws, token_counts, refused)
+            pairs.append(pair)
+            specs.append(spec)
         except _Reject as rej:
             rejections[rej.reason] += 1
         draws += 1
@@ -447,4 +453,4 @@ def generate_pairs(family: str, seed: int, n: int, tier: str, *, max_draws: int 
             f"generator {family}/{tier}/seed {seed}: {len(pairs)} of {n} pairs after {draws} draws; "
             f"rejections: {dict(sorted(rejections.items()))}; raise max_draws or use another tier"
         )
-    return GenerationResult(tuple(pairs), draws, dict(rejections), dict(refused), params)
+    return GenerationResult(tuple(pairs), tuple(specs), draws, dict(rejections), dict(refused), params)

@@ -191,6 +191,11 @@ class Protocol(Generic[U, R]):
         """The JSON form of the settings (identity, provenance, summary)."""
         return dict(_plain(settings)) if settings is not None else {}
 
+    def options_from_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The protocol options that reproduce a recorded run's settings (``settings_record``), for ``verify`` to
+        rebuild the run's own fixture sets; default: none (the default options)."""
+        return {}
+
     def recognize_model(self, name: str) -> None:
         """Register a model name that the protocol builds on demand (e.g. parametrized scripted workers)."""
 

@@ -421,16 +421,17 @@ class _Verifier:
 
     def _rebuild_through_protocol(self, names: Iterable[str]) -> dict[str, str]:
         """The hashes of the protocol's own fixture sets, built afresh with the run's model, device and settings
-        (only when the protocol's default options give the recorded settings)."""
+        (only when the options ``options_from_settings`` gives reproduce the recorded settings)."""
         from .protocol import ProtocolRun
         from .rundir import Run
 
         protocol, prov = self.protocol, self.provenance
         identity = dict(prov.identity)
         with tempfile.TemporaryDirectory(prefix="preregbench-verify-") as scratch:
+            options = protocol.options_from_settings(identity.get("settings") or {})
             run = ProtocolRun(protocol, Run(protocol.name, prov.run_id, Path(scratch), prov.started_at, protocol.folder),
                               model=identity.get("model"), device=identity.get("device"),
-                              revision=identity.get("revision"))
+                              revision=identity.get("revision"), options=options)
             if json.loads(json.dumps(run.settings_record)) != identity.get("settings"):
                 return {}
             hashes = run.fixture_hashes

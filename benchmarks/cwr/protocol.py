@@ -41,6 +41,7 @@ INTERVAL_METHOD = "tango-score-rao-scott"
 from .baselines import pair_baselines
 from .grading import GRADING_FILE, write_grading
 from .pairs import MOTIF_REQUIRED, synthesis_pairs
+from .splits import SPLIT_FILE, SplitSpec, build_split, resolve_seed, splits_table
 
 HERE = Path(__file__).resolve().parent
 
@@ -116,6 +117,7 @@ class CwrPrereg:
     thresholds: dict[str, float]
     sensitivity: SensitivitySpec
     design: DesignSpec
+    splits: dict[str, SplitSpec]
     classification: ClassificationSpec
 
 
@@ -668,11 +670,29 @@ def check_pair_set(name: str) -> str:
     return name
 
 
-def run_pairs() -> tuple[Any, ...]:
-    """The preregistered pair set: every showcase pair and its replicas."""
+def run_pairs(split: str | None = None, seed_file: str | None = None) -> tuple[Any, ...]:
+    """The pairs a run measures: every showcase pair and its replicas (the preregistered pair set), or with
+    ``split`` every pair of that preregistered split (a committed split's seed read from ``seed_file`` or the
+    environment; see :mod:`benchmarks.cwr.splits`)."""
+    if split is not None:
+        return generated_split(split, seed_file).pairs
     spec = PREREG.values.measurement
     check_pair_set(spec.pair_set)
     return synthesis_pairs(spec.replicas_per_pair)
+
+
+def split_spec(name: str) -> SplitSpec:
+    table = splits_table(PREREG.values.splits)
+    if name not in table:
+        raise UsageProblem(f"--cwr-split {name!r} is not a split of {PREREG.path}; splits: {', '.join(sorted(table))}")
+    return table[name]
+
+
+def generated_split(name: str, seed_file: str | None = None):
+    """The built split ``name`` (its seed checked against the commitment first when it is committed)."""
+    spec = split_spec(name)
+    seed, committed = resolve_seed(name, spec, seed_file)
+    return build_split(name, spec, seed, committed)
 
 
 def build_units(items: Mapping[str, Sequence[Mapping[str, Any]]], pairs: Sequence[Any],
@@ -730,6 +750,8 @@ class CwrSettings:
 
     max_new_tokens: dict[str, int]  # generation bound per condition actually used
     units_per_condition: int | None  # reduced pass: units per condition; None measures every unit
+    split: str | None = None  # the preregistered generated split measured; None: the showcase pair set
+    split_seed_sha256: str | None = None  # a committed split's checked seed hash (the seed is never recorded)
 
 
 def _positive(flag: str, value: int | None) -> int | None:
@@ -750,6 +772,10 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
                "for quick self-checks)", type=int),
         Option("units-per-condition", "measure only this many units per condition (P, R, E: items spread over the "
                "set; F and C: the same pairs on both sides); a recorded deviation for quick self-checks", type=int),
+        Option("split", "measure the pairs of this preregistered generated split ([splits.NAME] in prereg.toml) "
+               "instead of the showcase pairs"),
+        Option("seed-file", "file holding a committed split's seed (default: the file named by "
+               "PREREGBENCH_CWR_SEED_FILE); refused unless its sha256 is the one in prereg.toml"),
     )
 
     # settings
@@ -761,10 +787,24 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         if sorted(bounds) != sorted(CONDITIONS):
             raise UsageProblem(f"prereg measurement.max_new_tokens must name exactly {list(CONDITIONS)}")
         check_pair_set(measurement.pair_set)
+        splits_table(self.spec.splits)
         cap = _positive("--cwr-max-new-tokens", run.option("max-new-tokens"))
         if cap is not None:
             bounds = {c: min(n, cap) for c, n in bounds.items()}
-        return CwrSettings(bounds, _positive("--cwr-units-per-condition", run.option("units-per-condition")))
+        split, committed = run.option("split"), None
+        if split is not None:
+            # Before any work: an unknown split, a family the generator cannot draw, a missing or wrong seed.
+            committed = generated_split(split, run.option("seed-file")).record["seed_sha256"]
+        return CwrSettings(bounds, _positive("--cwr-units-per-condition", run.option("units-per-condition")),
+                           split, committed)
+
+    def options_from_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The options that give a recorded run's settings (the seed of a committed split comes from the
+        environment, as it did for the run)."""
+        bounds = dict(settings.get("max_new_tokens") or {})
+        frozen = dict(self.spec.measurement.max_new_tokens)
+        return {"split": settings.get("split"), "units-per-condition": settings.get("units_per_condition"),
+                "max-new-tokens": max(bounds.values()) if bounds and bounds != frozen else None}
 
     def deviations(self, run: ProtocolRun) -> list[str]:
         found = []
@@ -784,8 +824,11 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
 
     # units
 
-    def pairs(self) -> tuple[Any, ...]:
-        return run_pairs()
+    def pairs(self, run: ProtocolRun | None = None) -> tuple[Any, ...]:
+        """The run's pairs (the showcase pair set without a run or a split)."""
+        if run is None or run.settings.split is None:
+            return run_pairs()
+        return run_pairs(run.settings.split, run.option("seed-file"))
 
     def fixture_sets(self, run: ProtocolRun) -> dict[str, Any]:
         """The registered P/R/E item set, and the run's F/C pairs (built by ``worlds``; identified by prompt hashes)."""
@@ -795,11 +838,11 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
                                "the one registered set is 'cwr-controls'")
         # Generated from the prereg's seeds.fixtures (the registered set's frozen hash holds for its seed).
         items = build_cwr_items(self.spec.seeds["fixtures"])
-        return {name: items, PAIRS_FIXTURE: pair_rows(self.pairs())}
+        return {name: items, PAIRS_FIXTURE: pair_rows(self.pairs(run))}
 
     def units(self, run: ProtocolRun) -> list[Unit]:
         items = run.fixture_sets[self.spec.measurement.fixture_set]
-        return build_units(items, self.pairs(), run.settings.units_per_condition)
+        return build_units(items, self.pairs(run), run.settings.units_per_condition)
 
     # measurement
 
@@ -831,15 +874,16 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         return [make_record(u, prompt, response, bound) for u, prompt, response in zip(batch, prompts, responses)]
 
     def provenance_extra(self, run: ProtocolRun) -> dict[str, Any]:
-        return {"max_new_tokens": run.settings.max_new_tokens, "units": len(run.units),
-                "pairs": [p.pair_id for p in self.pairs()]}
+        return {"max_new_tokens": run.settings.max_new_tokens, "units": len(run.units), "split": run.settings.split,
+                "split_seed_sha256": run.settings.split_seed_sha256,
+                "pairs": [p.pair_id for p in self.pairs(run)]}
 
     # results
 
     def baselines(self, run: ProtocolRun) -> dict[str, Any]:
         """``baselines.json``: copy, random and greedy baselines on every pair target (computed once per run)."""
         spec = self.spec
-        return run.once(BASELINES_FILE, lambda: pair_baselines(self.pairs(), spec.baselines.random_samples,
+        return run.once(BASELINES_FILE, lambda: pair_baselines(self.pairs(run), spec.baselines.random_samples,
                                                                spec.seeds["baselines"]))
 
     def paired_outcomes(self, records: Sequence[CwrRecord]) -> dict[str, dict[str, bool]]:
@@ -851,17 +895,20 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
                 if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None}
 
     def metrics(self, run: ProtocolRun, records: Sequence[CwrRecord]) -> dict[str, Any]:
-        motif_required = {p.pair_id for p in self.pairs() if p.novelty == MOTIF_REQUIRED}
+        motif_required = {p.pair_id for p in self.pairs(run) if p.novelty == MOTIF_REQUIRED}
         return metrics(records, self.baselines(run), motif_required)
 
     def result_files(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]):
-        return {BASELINES_FILE: lambda: self.baselines(run), GRADING_FILE: lambda: self.grading(run)}
+        files = {BASELINES_FILE: lambda: self.baselines(run), GRADING_FILE: lambda: self.grading(run)}
+        if run.settings.split is not None:
+            files[SPLIT_FILE] = lambda: generated_split(run.settings.split, run.option("seed-file")).record
+        return files
 
     def grading(self, run: ProtocolRun) -> dict[str, Any]:
         """``grading.json`` and the files under ``grading/``: the worlds, unit inputs and demonstrations the
         units were graded against, and the reference interpreter (see :mod:`benchmarks.cwr.grading`)."""
         items = run.fixture_sets[self.spec.measurement.fixture_set]
-        return write_grading(run.dir, run.units, items, self.pairs())
+        return write_grading(run.dir, run.units, items, self.pairs(run))
 
     def report_figures(self, run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
         from .figures import report_figures
@@ -883,7 +930,7 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
             "max_new_tokens": dict(run.settings.max_new_tokens),
             "baselines": self.baselines(run),
             "pairs": {p.pair_id: {"family": p.family, "novelty": p.novelty, "flags": list(p.flags),
-                                  "f_target": p.f.target.id, "c_target": p.c.target.id} for p in self.pairs()},
+                                  "f_target": p.f.target.id, "c_target": p.c.target.id} for p in self.pairs(run)},
             "token_counts": token_counts(records),
         }
 

@@ -11,7 +11,7 @@ from .protocol import BASELINES_FILE, CONDITIONS, PARSE_STATUSES, extract_artifa
 pytestmark = pytest.mark.completeness
 
 
-def test_every_condition_has_units(protocol, units):
+def test_every_condition_has_units(protocol, run, units):
     counts = {c: sum(u.condition == c for u in units) for c in CONDITIONS}
     assert all(counts[c] > 0 for c in CONDITIONS), counts
     assert counts["F"] == counts["C"]
@@ -19,7 +19,7 @@ def test_every_condition_has_units(protocol, units):
     assert all(u.target is not None for u in synthesis)
     assert all(u.target is None for u in units if u.condition not in ("F", "C"))
     paired = {u.pair_id for u in synthesis}
-    assert paired <= {p.pair_id for p in protocol.pairs()} and len(paired) == counts["F"]
+    assert paired <= {p.pair_id for p in protocol.pairs(run)} and len(paired) == counts["F"]
 
 
 def test_generation_done(records):
@@ -59,5 +59,5 @@ def test_error_coded_units_are_counted(records, measured):
 
 def test_baselines_done(protocol, run, result_files, measured):
     baselines = run.read_json(BASELINES_FILE)
-    assert sorted(baselines["pairs"]) == sorted(p.pair_id for p in protocol.pairs())
+    assert sorted(baselines["pairs"]) == sorted(p.pair_id for p in protocol.pairs(run))
     assert measured["baselines.copy_flagged_pairs"] == baselines["copy_flagged_pairs"] == len(baselines["flagged"])

@@ -1,0 +1,305 @@
+"""Generated pair splits: the public development split, the commitment path (with the public test seed of the
+``selfcheck`` split) and the refusals, from the seed file's checks to whole runs through pytester."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+import worlds
+from benchmarks.core.protocol import UsageProblem
+from benchmarks.core.selfcheck import read_report, run_protocol, run_rescorer
+from benchmarks.core.verify import verify
+
+from . import splits as splits_module
+from .pairs import replica_id
+from .protocol import HERE, PAIRS_FIXTURE, PREREG, base_pair, generated_split, pair_rows, run_pairs
+from .splits import (
+    MIN_SEED_HEX_DIGITS,
+    SEED_FILE_ENV,
+    SPLIT_FILE,
+    build_split,
+    check_split,
+    derived_seed,
+    resolve_seed,
+    seed_sha256,
+    seed_text,
+)
+
+SPLITS = PREREG.values.splits
+TEST_SEED_FILE = HERE / "selfcheck.seed"
+TEST_SEED = TEST_SEED_FILE.read_text().strip()
+
+
+@pytest.fixture
+def no_seed_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SEED_FILE_ENV, raising=False)
+
+
+def write(tmp_path: Path, text: str | bytes, name: str = "seed") -> Path:
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+# ----------------------------------------------------------------- the preregistered splits
+
+
+def test_the_prereg_names_a_public_a_test_and_a_confirmatory_split() -> None:
+    assert set(SPLITS) == {"development", "selfcheck", "confirmatory"}
+    assert not SPLITS["development"].committed and SPLITS["development"].seed is not None
+    assert SPLITS["selfcheck"].committed and SPLITS["confirmatory"].committed
+    assert SPLITS["selfcheck"].seed_sha256 != SPLITS["confirmatory"].seed_sha256
+
+
+def test_the_test_seed_is_the_one_the_selfcheck_split_commits_to() -> None:
+    assert len(TEST_SEED) >= MIN_SEED_HEX_DIGITS
+    assert seed_sha256(TEST_SEED) == SPLITS["selfcheck"].seed_sha256
+    # ... and not the confirmatory seed: the repository holds no seed of the confirmatory split.
+    assert seed_sha256(TEST_SEED) != SPLITS["confirmatory"].seed_sha256
+
+
+def test_the_confirmatory_split_is_the_frozen_sample_design() -> None:
+    design = PREREG.values.design.confirmatory
+    spec = SPLITS["confirmatory"]
+    assert list(spec.families) == list(design.families)
+    assert spec.bases_per_family() == design.bases_per_family
+    assert spec.replicas == design.replicas
+    assert max(spec.pairs_per_tier.values()) - min(spec.pairs_per_tier.values()) <= 1  # as even as tiers allow
+    assert set(spec.pairs_per_tier) == set(worlds.TIERS)
+
+
+def test_every_split_is_frozen_with_this_generator() -> None:
+    assert {s.generator for s in SPLITS.values()} == {worlds.GENERATOR_VERSION}
+
+
+# ----------------------------------------------------------------- the seed file
+
+
+def test_no_seed_file_is_a_usage_problem_saying_how_to_give_one(no_seed_env: None) -> None:
+    with pytest.raises(UsageProblem, match=f"pass --cwr-seed-file PATH or set {SEED_FILE_ENV}"):
+        seed_text(None, "selfcheck")
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ("", "at least 32 hexadecimal digits"),
+    ("0123456789abcdef", "at least 32 hexadecimal digits"),  # 64 bits: searchable from the published hash
+    ("g" * 40, "at least 32 hexadecimal digits"),
+    ("ab" * 20 + " cd", "at least 32 hexadecimal digits"),
+    (b"\xff\xfe" + b"a" * 40, "not ASCII"),
+])
+def test_a_malformed_seed_is_refused_with_one_line(tmp_path: Path, content: str | bytes, problem: str) -> None:
+    with pytest.raises(UsageProblem, match=problem) as caught:
+        seed_text(write(tmp_path, content), "selfcheck")
+    assert "\n" not in str(caught.value)
+
+
+def test_an_unreadable_seed_file_is_a_usage_problem(tmp_path: Path) -> None:
+    with pytest.raises(UsageProblem, match="cannot read the seed file"):
+        seed_text(tmp_path, "selfcheck")  # a directory
+    with pytest.raises(UsageProblem, match="cannot read the seed file"):
+        seed_text(tmp_path / "absent", "selfcheck")
+
+
+def test_surrounding_whitespace_is_not_part_of_the_seed(tmp_path: Path) -> None:
+    text, _ = seed_text(write(tmp_path, f"\n  {TEST_SEED}\r\n"), "selfcheck")
+    assert text == TEST_SEED
+
+
+def test_the_option_wins_over_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SEED_FILE_ENV, str(write(tmp_path, "ab" * 20, "env-seed")))
+    assert seed_text(str(TEST_SEED_FILE), "selfcheck")[0] == TEST_SEED
+    assert seed_text(None, "selfcheck")[0] == "ab" * 20
+
+
+def test_a_wrong_seed_is_refused_naming_both_hashes(tmp_path: Path) -> None:
+    wrong = write(tmp_path, TEST_SEED[:-1] + ("0" if TEST_SEED[-1] != "0" else "1"))
+    with pytest.raises(UsageProblem, match=r"not the 75497ceba7b24531\.\.\. committed in prereg \[splits.selfcheck\]"):
+        resolve_seed("selfcheck", SPLITS["selfcheck"], str(wrong))
+
+
+def test_the_generator_seed_is_derived_not_the_commitment() -> None:
+    seed, committed = resolve_seed("selfcheck", SPLITS["selfcheck"], str(TEST_SEED_FILE))
+    assert committed == SPLITS["selfcheck"].seed_sha256
+    assert 0 <= seed < 2 ** 63 and seed == derived_seed(TEST_SEED)
+    assert seed != int(committed[:16], 16) >> 1  # the published hash does not give the generator's seed
+    assert resolve_seed("development", SPLITS["development"], None) == (SPLITS["development"].seed, None)
+
+
+# ----------------------------------------------------------------- split specs
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    ({"generator": "worlds.generate/0"}, "was frozen with generator"),
+    ({"families": ()}, "families must name distinct families"),
+    ({"families": ("token_workshop", "token_workshop")}, "families must name distinct families"),
+    ({"pairs_per_tier": {"T9": 1}}, "pairs_per_tier must map tiers"),
+    ({"pairs_per_tier": {"T1": 0}}, "counts must be positive"),
+    ({"replicas": 0}, "counts must be positive"),
+    ({"seed_sha256": "ab" * 32}, "exactly one of seed"),
+    ({"seed": None}, "exactly one of seed"),
+    ({"seed": -1}, "seed must be a non-negative integer"),
+])
+def test_a_bad_split_is_refused_naming_the_key(change: dict, problem: str) -> None:
+    with pytest.raises(UsageProblem, match=problem):
+        check_split("development", dataclasses.replace(SPLITS["development"], **change), generatable=False)
+
+
+def test_a_committed_hash_must_be_sha256_hex() -> None:
+    with pytest.raises(UsageProblem, match="seed_sha256 must be 64 lowercase hexadecimal digits"):
+        check_split("selfcheck", dataclasses.replace(SPLITS["selfcheck"], seed_sha256="AB" * 32), generatable=False)
+
+
+def test_a_split_over_families_without_a_generator_cannot_be_built() -> None:
+    missing = [f for f in SPLITS["confirmatory"].families if f not in worlds.GENERATED_FAMILIES]
+    assert missing  # schedule and dataflow have no pair generator yet
+    with pytest.raises(UsageProblem, match=f"draws {', '.join(missing)}, which the pair generator cannot draw yet"):
+        check_split("confirmatory", SPLITS["confirmatory"], generatable=True)
+
+
+def test_unknown_split_names_the_known_ones() -> None:
+    with pytest.raises(UsageProblem, match="splits: confirmatory, development, selfcheck"):
+        run_pairs("privat")
+
+
+# ----------------------------------------------------------------- building
+
+
+def test_the_development_split_is_deterministic_and_laid_out_by_base() -> None:
+    spec = SPLITS["development"]
+    built = generated_split("development")
+    splits_module._build.cache_clear()  # built afresh, not read from the process's cache
+    again = build_split("development", spec, spec.seed, None)
+    assert again.pairs is not built.pairs and pair_rows(built.pairs) == pair_rows(again.pairs)
+    bases = sorted({base_pair(p.pair_id) for p in built.pairs})
+    assert len(bases) == len(spec.families) * spec.bases_per_family()
+    assert len(built.pairs) == len(bases) * spec.replicas
+    for base in bases:
+        assert [p.pair_id for p in built.pairs if base_pair(p.pair_id) == base] == \
+            [replica_id(base, k) for k in range(spec.replicas)]
+    tiers = [built.record["manifests"][b]["tier"]["name"] for b in bases]
+    assert tiers == [t for t, n in spec.pairs_per_tier.items() for _ in range(n)]
+    # The replicas are other worlds: fresh labels and ids on both sides.
+    assert len({p.f.target.id for p in built.pairs}) == len(built.pairs)
+    assert all(m["eligibility"] == "development_generated" for m in built.record["manifests"].values())
+
+
+def test_another_seed_gives_another_split() -> None:
+    spec = SPLITS["development"]
+    other = build_split("development", spec, spec.seed + 1, None)
+    assert {r["f_prompt_sha256"] for r in pair_rows(other.pairs)}.isdisjoint(
+        {r["f_prompt_sha256"] for r in pair_rows(generated_split("development").pairs)})
+
+
+def test_the_split_record_holds_the_hash_never_the_seed() -> None:
+    built = generated_split("selfcheck", str(TEST_SEED_FILE))
+    text = json.dumps(built.record)
+    assert TEST_SEED not in text
+    assert built.record["seed"] is None and built.record["seed_sha256"] == SPLITS["selfcheck"].seed_sha256
+    assert built.record["generation"] and all("rejections" in g for g in built.record["generation"])
+
+
+# ----------------------------------------------------------------- whole runs
+
+
+def run_split(pytester: pytest.Pytester, results: Path, *args: str):
+    result = run_protocol(pytester, HERE, results, "--model", "scripted-oracle", *args)
+    report, run_dir = read_report(results, "cwr", result)
+    return result, report, run_dir
+
+
+def test_a_scripted_run_over_the_development_split(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    result, report, run_dir = run_split(pytester, tmp_path / "results", "--cwr-split", "development")
+    protocol = report["benchmark"]["protocols"]["cwr"]
+    assert protocol["status"] == "complete", result.stdout.str()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    built = generated_split("development")
+    assert sorted(summary["pairs"]) == sorted(p.pair_id for p in built.pairs)
+    assert summary["settings"]["split"] == "development" and summary["settings"]["split_seed_sha256"] is None
+    assert summary["metrics"]["deficit.bases"] == SPLITS["development"].bases_per_family()
+    assert summary["deviations"] == [f"model 'scripted-oracle' instead of the preregistered "
+                                     f"{PREREG.values.model.id!r}"]
+    recorded = json.loads((run_dir / SPLIT_FILE).read_text())
+    assert recorded == json.loads(json.dumps(built.record))
+    fixtures = json.loads((run_dir / "fixtures.json").read_text())
+    assert fixtures["sets"][PAIRS_FIXTURE]["records"] == json.loads(json.dumps(pair_rows(built.pairs)))
+    rescored = run_rescorer(HERE / "rescore.py", run_dir)
+    assert rescored["disagreements"] == [] and rescored["mismatched_units"] == []
+    assert rescored["classification"] == summary["classifications"]["cwr"]
+    lines = [f.line() for f in verify(run_dir).findings]
+    assert any(line.startswith("ok") and "fixture sets rebuilt" in line for line in lines), lines
+
+
+def test_the_committed_path_with_the_test_seed(pytester: pytest.Pytester, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SEED_FILE_ENV, raising=False)
+    results = tmp_path / "results"
+    # A wrong seed: refused before any work, nothing written.
+    wrong = write(tmp_path, "ab" * 32)
+    refused = run_protocol(pytester, HERE, results, "--model", "scripted-oracle", "--cwr-split", "selfcheck",
+                           "--cwr-seed-file", str(wrong))
+    out = refused.stdout.str() + refused.stderr.str()
+    assert refused.ret != 0 and "committed in prereg [splits.selfcheck]: it is not the split's seed" in out
+    assert not results.exists()
+    # No seed at all: refused the same way.
+    missing = run_protocol(pytester, HERE, results, "--model", "scripted-oracle", "--cwr-split", "selfcheck")
+    assert missing.ret != 0 and f"set {SEED_FILE_ENV}" in missing.stdout.str() + missing.stderr.str()
+    assert not results.exists()
+    # The seed, from the environment.
+    monkeypatch.setenv(SEED_FILE_ENV, str(TEST_SEED_FILE))
+    result, report, run_dir = run_split(pytester, results, "--cwr-split", "selfcheck")
+    assert report["benchmark"]["protocols"]["cwr"]["status"] == "complete", result.stdout.str()
+    # The material is in the run directory only (beside it, the results index lists the run).
+    assert sorted(p.name for p in results.iterdir()) == ["cwr", "index.html"]
+    assert [p.name for p in (results / "cwr").iterdir()] == [run_dir.name]
+    assert TEST_SEED not in (results / "index.html").read_text()
+    provenance = json.loads((run_dir / "provenance.json").read_text())
+    assert provenance["identity"]["settings"]["split_seed_sha256"] == SPLITS["selfcheck"].seed_sha256
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert TEST_SEED.encode() not in path.read_bytes(), path
+    assert (run_dir / SPLIT_FILE).is_file()
+    rescored = run_rescorer(HERE / "rescore.py", run_dir)
+    assert rescored["disagreements"] == [] and rescored["mismatched_units"] == []
+    # verify rebuilds the material only with the published seed.
+    with_seed = [f.line() for f in verify(run_dir).findings]
+    assert any(line.startswith("ok") and "2 fixture sets rebuilt" in line for line in with_seed), with_seed
+    monkeypatch.delenv(SEED_FILE_ENV)
+    without = [f.line() for f in verify(run_dir).findings]
+    assert any("set cwr-pairs was not rebuilt" in line and "committed by hash" in line for line in without), without
+    monkeypatch.setenv(SEED_FILE_ENV, str(wrong))
+    other = [f.line() for f in verify(run_dir).findings]
+    assert any("set cwr-pairs was not rebuilt" in line and "not the split's seed" in line for line in other), other
+
+
+#: Units per condition and generation bound of the reduced SmolLM2 pass over the development split.
+SMOLLM2_SPLIT_UNITS = 3
+SMOLLM2_SPLIT_MAX_NEW_TOKENS = 16
+
+
+@pytest.mark.slow
+def test_bundled_smollm2_reduced_pass_over_the_development_split(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """A few units of every condition on the real bundled model, F and C from generated pairs of three tiers."""
+    results = tmp_path / "results"
+    result = run_protocol(pytester, HERE, results, "--model", "smollm2-135m-instruct", "--cwr-split", "development",
+                          f"--cwr-units-per-condition={SMOLLM2_SPLIT_UNITS}",
+                          f"--cwr-max-new-tokens={SMOLLM2_SPLIT_MAX_NEW_TOKENS}")
+    report, run_dir = read_report(results, "cwr", result)
+    protocol = report["benchmark"]["protocols"]["cwr"]
+    assert protocol["status"] == "complete", result.stdout.str()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["settings"]["split"] == "development"
+    assert summary["units"] == {c: SMOLLM2_SPLIT_UNITS for c in ("P", "R", "E", "F", "C")}
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    measured_pairs = {r["pair_id"] for r in records if r["condition"] in ("F", "C")}
+    manifests = json.loads((run_dir / SPLIT_FILE).read_text())["manifests"]
+    assert measured_pairs <= set(summary["pairs"]) and len(measured_pairs) == SMOLLM2_SPLIT_UNITS
+    assert {manifests[base_pair(p)]["tier"]["name"] for p in measured_pairs} == {"T1", "T2", "T3"}
+    rescored = run_rescorer(HERE / "rescore.py", run_dir)
+    assert rescored["disagreements"] == [] and rescored["mismatched_units"] == []
+    assert rescored["classification"] == protocol["classifications"]["cwr"]["outcome"]["label"]
+    print(f"SmolLM2 CWR reduced run over the development split: {rescored['classification']}; "
+          f"parse statuses {json.dumps(summary['parse_statuses'], sort_keys=True)}")
