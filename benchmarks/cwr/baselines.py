@@ -1,7 +1,8 @@
 """Copy, random and greedy baselines on every pair target (seeded, deterministic, no model).
 
 * copy: each demonstration of a side and every contiguous window of it,
-  written verbatim, renamed or relabelled onto the target (``worlds.copy_audit``).  A copy that solves
+  written verbatim, renamed, relabelled, reordered, or reordered and relabelled onto the target
+  (``worlds.copy_audit`` with every bounded target solution).  A copy that solves
   the target flags the pair: the fixture must be rejected before any model
   outcome is seen.
 * random: ``random_samples`` sequences of grounded steps of the target, each
@@ -58,7 +59,8 @@ def copy_baseline(target: worlds.World, demonstrations: Sequence[tuple[worlds.Wo
 
     ``worlds.copy_audit`` over the demonstration and every contiguous window
     of it: verbatim (the checker), renamed (a target solution's motif
-    signature) or relabelled onto a bounded target solution.
+    signature), relabelled onto a bounded target solution, reordered into
+    one, or reordered and relabelled.
     """
     solutions = worlds.enumerate_solutions(target).solutions
     signatures = {worlds.motif_signature(target, solution) for solution in solutions}

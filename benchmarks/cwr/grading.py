@@ -14,7 +14,9 @@ its expected answer follows from (P: the legal prefix, the probe and the kind;
 R: the handbook artifacts; E: the candidate); per pair side, the
 target world file and every demonstration (source world file and steps), which
 the rescorer's copy baseline reads, for every pair of the run (a reduced pass
-measures some of them; the copy gate reads all).
+measures some of them; the copy gate reads all); and ``pair_subsets``, the
+named pair subsets the secondary deficits are reported on (subset name ->
+sorted pair ids; see ``pairs.pair_subsets``).
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def _unit_inputs(condition: str, item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def grading_material(units: Sequence[Any], items: Mapping[str, Sequence[Mapping[str, Any]]],
-                     pairs: Sequence[Any]) -> tuple[dict[str, str], dict[str, Any]]:
+                     pairs: Sequence[Any], subsets: Mapping[str, Sequence[str]] | None = None,
+                     ) -> tuple[dict[str, str], dict[str, Any]]:
     """(file name -> text of every file under ``grading/``, the ``grading.json`` index) for ``units``."""
     files = _Files()
     by_id = {item["item_id"]: item for rows in items.values() for item in rows}
@@ -107,14 +110,15 @@ def grading_material(units: Sequence[Any], items: Mapping[str, Sequence[Mapping[
         "files": {name: sha256_bytes(text.encode("utf-8")) for name, text in sorted(texts.items())},
         "units": index_units,
         "pairs": index_pairs,
+        "pair_subsets": {name: sorted(ids) for name, ids in sorted((subsets or {}).items())},
     }
     return texts, index
 
 
 def write_grading(run_dir: Path, units: Sequence[Any], items: Mapping[str, Sequence[Mapping[str, Any]]],
-                  pairs: Sequence[Any]) -> dict[str, Any]:
+                  pairs: Sequence[Any], subsets: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """Write every file under ``run_dir/grading/`` and return the index (the caller writes ``grading.json``)."""
-    texts, index = grading_material(units, items, pairs)
+    texts, index = grading_material(units, items, pairs, subsets)
     for name, text in texts.items():
         atomic_write_text(run_dir / name, text)
     return index

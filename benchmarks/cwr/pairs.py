@@ -43,3 +43,61 @@ def synthesis_pairs(replicas_per_pair: int) -> tuple[Any, ...]:
                                           c_seed=spec.c_seed + REPLICA_STRIDE * k)
             out.append(worlds.build_pair(variant)[0])
     return tuple(out)
+
+
+def _edge_text(edge: tuple[str, str, str]) -> str:
+    return f"{edge[0]} -{edge[1]}-> {edge[2]}"
+
+
+@functools.lru_cache(maxsize=1)
+def showcase_interchangeable() -> dict[str, tuple[str, ...]]:
+    """Showcase pair id -> the edges of its C demonstration that are interchangeable with the withheld motif in
+    the target's bounded solution set (``worlds.interchangeable_edges``); a property of the base pair, so every
+    replica of it shares the entry."""
+    out = {}
+    for path in worlds.pair_spec_paths():
+        pair, facts = worlds.build_pair(worlds.load_pair_spec(path))
+        demo = pair.c.demonstrations[0]
+        edges = worlds.interchangeable_edges(facts["base"], facts["target_enum"].solutions, facts["motif"],
+                                             facts["source_worlds"]["C"], demo.base_steps)
+        out[pair.pair_id] = tuple(_edge_text(e) for e in edges)
+    return out
+
+
+def base_id(pair_id: str) -> str:
+    """The base pair of a replica id (``<base>~r<k>``)."""
+    return pair_id.split("~r", 1)[0]
+
+
+def interchangeable_of(pairs: tuple[Any, ...] | list[Any]) -> dict[str, tuple[str, ...]]:
+    """Pair id -> interchangeable edges of its base (generated bases carry them in their manifest; the generator
+    refuses such C demonstrations, so the entry is empty there)."""
+    manifests = {p.pair_id: p.manifest for p in pairs}
+    showcase = None
+    out = {}
+    for pair in pairs:
+        base = manifests.get(base_id(pair.pair_id)) or {}
+        if "interchangeable_edges" in base:
+            out[pair.pair_id] = tuple(base["interchangeable_edges"])
+        else:
+            showcase = showcase if showcase is not None else showcase_interchangeable()
+            out[pair.pair_id] = showcase[base_id(pair.pair_id)]
+    return out
+
+
+def pair_subsets(pairs: tuple[Any, ...] | list[Any]) -> dict[str, list[str]]:
+    """The pair subsets the secondary deficits are reported on (no rule reads them), each a sorted id list:
+
+    * ``motif_required``: every bounded target solution needs the withheld motif;
+    * ``exposure_matched``: the F and C demonstrations use the same primitives equally often (the base
+      manifest's ``primitive_exposure_matched``);
+    * ``without_interchangeable``: no edge of the C demonstration is interchangeable with the motif.
+    """
+    inter = interchangeable_of(pairs)
+    manifests = {p.pair_id: p.manifest for p in pairs}  # a replica's audits are its base's (replica 0)
+    return {
+        "motif_required": sorted(p.pair_id for p in pairs if p.novelty == MOTIF_REQUIRED),
+        "exposure_matched": sorted(p.pair_id for p in pairs
+                                   if (manifests.get(base_id(p.pair_id)) or {}).get("primitive_exposure_matched") is True),
+        "without_interchangeable": sorted(p.pair_id for p in pairs if not inter[p.pair_id]),
+    }

@@ -40,7 +40,7 @@ INTERVAL_METHOD = "tango-score-rao-scott"
 
 from .baselines import pair_baselines
 from .grading import GRADING_FILE, write_grading
-from .pairs import MOTIF_REQUIRED, synthesis_pairs
+from .pairs import MOTIF_REQUIRED, interchangeable_of, pair_subsets, synthesis_pairs
 from .splits import SPLIT_FILE, SplitSpec, build_split, resolve_seed, splits_table
 
 HERE = Path(__file__).resolve().parent
@@ -562,12 +562,16 @@ def _deficit(table: Mapping[str, int], units: Sequence[tuple[str, bool, bool]], 
 
 
 def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | None = None,
-            motif_required: set[str] | None = None) -> dict[str, Any]:
+            motif_required: set[str] | None = None,
+            subsets: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """Flat metrics; undefined ratios are None.  Denominator of every rate: all units of the condition.
 
     ``motif_required``: ids of the pairs whose every bounded target solution
     needs the withheld motif; the deficit over those pairs alone is reported
-    as ``deficit_motif_required.*`` (no rule reads it).
+    as ``deficit_motif_required.*`` (no rule reads it). ``subsets``: further
+    named pair subsets (``pairs.pair_subsets``: ``exposure_matched``,
+    ``without_interchangeable``), each reported as ``deficit_<name>.*`` and
+    ``pairs_<name>.n`` beside the primary deficit (no rule reads them).
     """
     out: dict[str, Any] = {}
     for condition in CONDITIONS:
@@ -595,6 +599,13 @@ def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | 
         restricted = paired_table(records, motif_required)
         out["pairs_motif_required.n"] = sum(v for k, v in restricted.items() if k != "unpaired")
         out.update(_deficit(restricted, paired_units(records, motif_required), "deficit_motif_required"))
+    for name, ids in sorted((subsets or {}).items()):
+        if name == "motif_required":
+            continue
+        chosen = set(ids)
+        restricted = paired_table(records, chosen)
+        out[f"pairs_{name}.n"] = sum(v for k, v in restricted.items() if k != "unpaired")
+        out.update(_deficit(restricted, paired_units(records, chosen), f"deficit_{name}"))
     if baseline_summary is not None:
         out["baselines.copy_flagged_pairs"] = baseline_summary["copy_flagged_pairs"]
     return out
@@ -895,8 +906,9 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
                 if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None}
 
     def metrics(self, run: ProtocolRun, records: Sequence[CwrRecord]) -> dict[str, Any]:
-        motif_required = {p.pair_id for p in self.pairs(run) if p.novelty == MOTIF_REQUIRED}
-        return metrics(records, self.baselines(run), motif_required)
+        pairs = self.pairs(run)
+        motif_required = {p.pair_id for p in pairs if p.novelty == MOTIF_REQUIRED}
+        return metrics(records, self.baselines(run), motif_required, pair_subsets(pairs))
 
     def result_files(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]):
         files = {BASELINES_FILE: lambda: self.baselines(run), GRADING_FILE: lambda: self.grading(run)}
@@ -908,12 +920,20 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         """``grading.json`` and the files under ``grading/``: the worlds, unit inputs and demonstrations the
         units were graded against, and the reference interpreter (see :mod:`benchmarks.cwr.grading`)."""
         items = run.fixture_sets[self.spec.measurement.fixture_set]
-        return write_grading(run.dir, run.units, items, self.pairs(run))
+        pairs = self.pairs(run)
+        return write_grading(run.dir, run.units, items, pairs, pair_subsets(pairs))
 
     def report_figures(self, run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
         from .figures import report_figures
 
         return report_figures(run_dir, summary)
+
+    def pair_summary(self, run: ProtocolRun) -> dict[str, dict[str, Any]]:
+        pairs = self.pairs(run)
+        inter = interchangeable_of(pairs)
+        return {p.pair_id: {"family": p.family, "novelty": p.novelty, "flags": list(p.flags),
+                            "f_target": p.f.target.id, "c_target": p.c.target.id,
+                            "interchangeable_edges": list(inter[p.pair_id])} for p in pairs}
 
     def summary(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
         shares = intervals(records)
@@ -929,8 +949,8 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
             "units": {c: sum(u.condition == c for u in run.units) for c in CONDITIONS},
             "max_new_tokens": dict(run.settings.max_new_tokens),
             "baselines": self.baselines(run),
-            "pairs": {p.pair_id: {"family": p.family, "novelty": p.novelty, "flags": list(p.flags),
-                                  "f_target": p.f.target.id, "c_target": p.c.target.id} for p in self.pairs(run)},
+            "pairs": self.pair_summary(run),
+            "pair_subsets": pair_subsets(self.pairs(run)),
             "token_counts": token_counts(records),
         }
 

@@ -22,15 +22,18 @@ were graded against.  From each record's primitive fields it recomputes:
 * the sha256 of each world file against the one ``grading.json`` records;
 * per pair side, the copy baseline: each demonstration and every contiguous
   window of it, verbatim (the interpreter), renamed (equal motif signature,
-  its own dependency relation and canonical form) or relabelled one-to-one
-  onto a bounded target solution (its own enumeration), compared with the
-  flag in ``baselines.json``.
+  its own dependency relation and canonical form), relabelled one-to-one
+  onto a bounded target solution (its own enumeration), reordered into one,
+  or reordered and relabelled, compared with the flag in ``baselines.json``.
 
 Then the metrics the rules read (the copy gate from its own copy baseline),
 E accuracy by context, the paired F - C interval the rules read (Tango's
 score interval with a Rao-Scott design effect over base pairs) and the
-per-replica Newcombe figure beside it, both written out here, and the
-classification by the preregistered rule order.
+per-replica Newcombe figure beside it, both written out here, the same
+clustered interval on each pair subset ``grading.json`` names under
+``pair_subsets`` (``deficit_<name>.*``, ``pairs_<name>.n``; reported beside
+the primary deficit, read by no rule), and the classification by the
+preregistered rule order.
 
 Prints one JSON object: ``classification``, ``metrics``, ``intervals`` (for
 each accuracy and validity it recomputes, the cluster-aware 95% interval the
@@ -640,13 +643,53 @@ def relabels_onto(window, solution, shared):
     return len(set(prims.values())) == len(prims) and len(set(ents.values())) == len(ents)
 
 
+def reorders_onto(window, solution, shared, relabel):
+    """Some order of ``window`` is ``solution`` as written, or with ``relabel`` after one consistent one-to-one
+    relabelling as in :func:`relabels_onto` (each window step placed on an unused solution step, depth first)."""
+    if len(window) != len(solution):
+        return False
+    if not relabel:
+        return sorted(map(repr, window)) == sorted(map(repr, solution))
+
+    def bound(forward, backward, a, b):
+        if a in forward or b in backward:
+            return forward.get(a) == b and backward.get(b) == a
+        forward[a] = b
+        backward[b] = a
+        return True
+
+    def place(i, free, prims, prims_back, ents, ents_back):
+        if i == len(window):
+            return True
+        name, args = window[i]
+        for j in sorted(free):
+            other, other_args = solution[j]
+            if len(args) != len(other_args) or (name in shared and name != other):
+                continue
+            maps = [dict(prims), dict(prims_back), dict(ents), dict(ents_back)]
+            fits = bound(maps[0], maps[1], name, other)
+            for x, y in zip(args, other_args):
+                if not fits:
+                    break
+                if isinstance(x, int) or isinstance(y, int):
+                    fits = x == y
+                else:
+                    fits = bound(maps[2], maps[3], x, y)
+            if fits and place(i + 1, free - {j}, *maps):
+                return True
+        return False
+
+    return place(0, frozenset(range(len(solution))), {}, {}, {}, {})
+
+
 def primitive_names(raw):
     return {"start"} if raw["family"] == "schedule" else {recipe["name"] for recipe in raw["recipes"]}
 
 
 def copy_solves(grader, side):
-    """Why a demonstration of the side, or a contiguous window of it, copied verbatim, renamed or relabelled,
-    solves the side's target; None when none does."""
+    """Why a demonstration of the side, or a contiguous window of it, copied verbatim, renamed, relabelled,
+    reordered, or reordered and relabelled, solves the side's target; None when none does (every bounded
+    solution is enumerated, so "some order is valid" is "some order is a bounded solution")."""
     target = grader.world(side["target"])
     solutions = bounded_solutions(grader.ref, target)
     signatures = {signature(target, solution) for solution in solutions}
@@ -664,6 +707,10 @@ def copy_solves(grader, side):
                     return f"{where}, renamed, match the motif signature of a target solution"
                 if any(relabels_onto(window, solution, shared) for solution in solutions):
                     return f"{where}, relabelled, become a target solution"
+                if any(reorders_onto(window, solution, shared, False) for solution in solutions):
+                    return f"{where}, reordered, become a target solution"
+                if any(reorders_onto(window, solution, shared, True) for solution in solutions):
+                    return f"{where}, reordered and relabelled, become a target solution"
     return None
 
 
@@ -757,6 +804,17 @@ def rescore(run_dir, prereg):
         values.update({"deficit.estimate": estimate, "deficit.lower": low, "deficit.upper": high, "deficit.bases": bases})
         _, low, high = newcombe(*cells, analysis["confidence"])
         values.update({"deficit.replica_newcombe.lower": low, "deficit.replica_newcombe.upper": high})
+        # The secondary deficits (no rule reads them) on the pair subsets grading.json names.
+        for name, ids in sorted((index.get("pair_subsets") or {}).items()):
+            members = set(ids)
+            chosen = {pair: both for pair, both in sides.items() if pair in members and set(both) == {"F", "C"}}
+            values[f"pairs_{name}.n"] = len(chosen)
+            if chosen:
+                estimate, low, high, bases = clustered_deficit(chosen, analysis["confidence"])
+            else:
+                estimate = low = high = bases = None
+            values.update({f"deficit_{name}.estimate": estimate, f"deficit_{name}.lower": low,
+                           f"deficit_{name}.upper": high, f"deficit_{name}.bases": bases})
     values["baselines.copy_flagged_pairs"] = len(flagged)
 
     position = {record["item_id"]: number for number, record in enumerate(records)}

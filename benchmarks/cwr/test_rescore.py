@@ -12,6 +12,7 @@ from benchmarks.core import canonical_json
 from fixtures.cwr import build_cwr_items
 
 from .baselines import pair_baselines
+from .pairs import pair_subsets
 from .grading import GRADING_FILE, write_grading
 from .protocol import GATE, HERE, PREREG, CwrRecord, build_units, finite, make_record, metrics, run_pairs
 from .scripted import AnswerKey
@@ -36,7 +37,7 @@ def _write_run(tmp_path: Path) -> tuple[Path, list]:
     pairs = run_pairs()
     items = build_cwr_items()
     units = build_units(items, pairs, None)
-    (tmp_path / GRADING_FILE).write_text(json.dumps(write_grading(tmp_path, units, items, pairs)))
+    (tmp_path / GRADING_FILE).write_text(json.dumps(write_grading(tmp_path, units, items, pairs, pair_subsets(pairs))))
     key = AnswerKey()
     for unit in units:
         key.add(unit.item_id, unit)
@@ -64,10 +65,18 @@ def test_rescorer_reproduces_every_unit_and_the_verdict(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["mismatched_units"] == [] and report["units"] == len(records)
-    measured = metrics(records, json.loads((run_dir / "baselines.json").read_text()))
+    pairs = run_pairs()
+    subsets = pair_subsets(pairs)
+    measured = metrics(records, json.loads((run_dir / "baselines.json").read_text()), set(subsets["motif_required"]),
+                       subsets)
     assert report["classification"] == GATE.evaluate(finite(measured)).label
     for key, value in report["metrics"].items():
         assert measured[key] == value or abs(measured[key] - value) < 1e-12, key
+    # The secondary deficits on every named subset are recomputed too, on subsets that differ from all pairs.
+    for name, ids in subsets.items():
+        assert report["metrics"][f"pairs_{name}.n"] == measured[f"pairs_{name}.n"] > 0
+        assert f"deficit_{name}.lower" in report["metrics"]
+    assert len(subsets["exposure_matched"]) < len(pairs) and len(subsets["without_interchangeable"]) < len(pairs)
     assert 0 < measured["P.accuracy"] < 1  # the variants mix right, wrong and malformed replies
     errored = [r for r in records if r.generation_error is not None]
     assert errored and all(r.parse_status == "generation_error" and not r.correct for r in errored)
@@ -159,3 +168,50 @@ def test_rescorer_copy_baseline_agrees_with_the_suites_copy_audit(tmp_path):
     assert why is not None and "renamed" in why
     sigs = {worlds.motif_signature(pair.c.target, s) for s in worlds.enumerate_solutions(pair.c.target).solutions}
     assert worlds.copy_audit(pair.f.target, solution, pair.c.target, sigs) is not None
+
+
+def test_rescorer_copy_baseline_finds_reordered_copies_as_the_suite_does(tmp_path):
+    """A target solution shown out of order (in the target's own names, and in the other replica's names) is a
+    reordered copy for both the suite's copy audit and the rescorer's copy baseline, with the same kind."""
+    import itertools
+
+    import worlds
+
+    rescore = _rescore_module()
+    pairs = [p for p in run_pairs() if p.pair_id == "PAIR-SCH-01"]
+    items = build_cwr_items()
+    index = write_grading(tmp_path, build_units(items, pairs, None), items, pairs)
+    grader = rescore.Grader(tmp_path, index)
+    pair = pairs[0]
+    target = pair.f.target
+    solutions = worlds.enumerate_solutions(target).solutions
+    sigs = {worlds.motif_signature(target, s) for s in solutions}
+    entry = index["pairs"][pair.pair_id]["F"]
+    kinds = {}
+    for source, world_file in ((target, entry["target"]), (pair.c.target, index["pairs"][pair.pair_id]["C"]["target"])):
+        for solution in worlds.enumerate_solutions(source).solutions[:20]:
+            for order in itertools.permutations(solution):
+                why = worlds.copy_audit(source, list(order), target, sigs, solutions)
+                if why is None or "reordered" not in why:
+                    continue
+                kind = "reordered and relabelled" if "relabelled" in why else "reordered"
+                if kind in kinds:
+                    continue
+                shown = {**entry, "demonstrations": [{"world": world_file, "steps": list(order)}]}
+                kinds[kind] = rescore.copy_solves(grader, shown)
+    assert set(kinds) == {"reordered", "reordered and relabelled"}
+    assert kinds["reordered"].endswith("reordered, become a target solution")
+    assert kinds["reordered and relabelled"].endswith("reordered and relabelled, become a target solution")
+
+
+def test_rescorer_reordering_is_a_bijection():
+    rescore = _rescore_module()
+    window = [("start", ("a", "m", 0)), ("start", ("b", "m", 1))]
+    assert rescore.reorders_onto(window, window[::-1], {"start"}, False)
+    assert not rescore.reorders_onto(window, [window[0], window[0]], {"start"}, False)
+    # relabelled: a -> y, b -> x keeps one entity map; two window entities onto one solution entity does not
+    assert rescore.reorders_onto(window, [("start", ("x", "m", 1)), ("start", ("y", "m", 0))], {"start"}, True)
+    assert not rescore.reorders_onto(window, [("start", ("x", "m", 1)), ("start", ("x", "m", 0))], {"start"}, True)
+    assert not rescore.reorders_onto(window, [("start", ("x", "n", 1)), ("start", ("y", "m", 0))], {"start"}, True)
+    assert not rescore.reorders_onto(window, [("stop", ("x", "m", 1)), ("stop", ("y", "m", 0))], {"start"}, True)
+    assert rescore.reorders_onto(window, [("go", ("x", "m", 1)), ("go", ("y", "m", 0))], set(), True)

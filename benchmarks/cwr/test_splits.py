@@ -15,7 +15,7 @@ from benchmarks.core.selfcheck import read_report, run_protocol, run_rescorer
 from benchmarks.core.verify import verify
 
 from . import splits as splits_module
-from .pairs import replica_id
+from .pairs import base_id, interchangeable_of, pair_subsets, replica_id
 from .protocol import HERE, PAIRS_FIXTURE, PREREG, base_pair, generated_split, pair_rows, run_pairs
 from .splits import (
     MIN_SEED_HEX_DIGITS,
@@ -202,6 +202,30 @@ def test_the_split_record_holds_the_hash_never_the_seed() -> None:
     assert built.record["generation"] and all("rejections" in g for g in built.record["generation"])
 
 
+# ----------------------------------------------------------------- pair subsets of the secondary deficits
+
+
+def test_the_interchange_audit_labels_two_showcase_bases_and_all_their_replicas() -> None:
+    pairs = run_pairs()
+    inter = interchangeable_of(pairs)
+    flagged = {base_id(pid) for pid, edges in inter.items() if edges}
+    assert flagged == {"PAIR-SCH-03", "PAIR-TW-04"}
+    assert inter["PAIR-SCH-03~r2"] == ("prep -cross_machine-> mix_b",)
+    subsets = pair_subsets(pairs)
+    assert subsets["without_interchangeable"] == sorted(p.pair_id for p in pairs if base_id(p.pair_id) not in flagged)
+    # Exposure matching is the base manifest's, shared by the replicas.
+    matched = {base_id(pid) for pid in subsets["exposure_matched"]}
+    assert matched == {p.pair_id for p in pairs if p.manifest.get("primitive_exposure_matched") is True}
+    assert all(replica_id(b, k) in subsets["exposure_matched"] for b in matched for k in range(3))
+
+
+def test_a_generated_split_holds_no_interchangeable_pair() -> None:
+    pairs = generated_split("development").pairs
+    subsets = pair_subsets(pairs)
+    assert subsets["without_interchangeable"] == sorted(p.pair_id for p in pairs)  # the generator refuses them
+    assert subsets["motif_required"] == sorted(p.pair_id for p in pairs)
+
+
 # ----------------------------------------------------------------- whole runs
 
 
@@ -222,6 +246,10 @@ def test_a_scripted_run_over_the_development_split(pytester: pytest.Pytester, tm
     assert summary["metrics"]["deficit.bases"] == SPLITS["development"].bases_per_family()
     assert summary["deviations"] == [f"model 'scripted-oracle' instead of the preregistered "
                                      f"{PREREG.values.model.id!r}"]
+    assert summary["pair_subsets"] == pair_subsets(built.pairs)
+    assert summary["metrics"]["pairs_without_interchangeable.n"] == len(built.pairs)
+    assert summary["metrics"]["deficit_exposure_matched.bases"] == len(
+        {base_id(p) for p in summary["pair_subsets"]["exposure_matched"]})
     recorded = json.loads((run_dir / SPLIT_FILE).read_text())
     assert recorded == json.loads(json.dumps(built.record))
     fixtures = json.loads((run_dir / "fixtures.json").read_text())
