@@ -203,3 +203,107 @@ def splits_table(values: Mapping[str, SplitSpec]) -> dict[str, SplitSpec]:
     for name, spec in values.items():
         check_split(name, spec, generatable=False)
     return dict(values)
+
+
+# --------------------------------------------------------------------------- the split report
+
+
+def split_report(name: str, seed_file: str | None = None, samples: int = 200) -> dict[str, Any]:
+    """What a split holds and how hard its targets are for the baselines: per family and tier the base pairs,
+    the generator's draws and rejection reasons, the refused demonstration candidates, the seconds to generate
+    and certify, and the greedy, copy and random baselines on every target of every pair (replicas included)."""
+    import time
+
+    from .baselines import side_baselines
+    from .protocol import split_spec
+
+    spec = split_spec(name)
+    seed, committed = resolve_seed(name, spec, seed_file)
+    check_split(name, spec, generatable=True)
+    rows: list[dict[str, Any]] = []
+    total = {"bases": 0, "targets": 0, "greedy": 0, "copy": 0, "random_valid": 0, "random_samples": 0}
+    for family in spec.families:
+        for tier, n in spec.pairs_per_tier.items():
+            started = time.process_time()
+            result = worlds.generate_pairs(family, seed, n, tier)
+            replicas = []
+            for pair_spec in result.specs:
+                for k in range(1, spec.replicas):
+                    variant = dataclasses.replace(pair_spec, pair_id=replica_id(pair_spec.pair_id, k),
+                                                  f_seed=pair_spec.f_seed + REPLICA_STRIDE * k,
+                                                  c_seed=pair_spec.c_seed + REPLICA_STRIDE * k)
+                    replicas.append(worlds.build_pair(variant)[0])
+            seconds = time.process_time() - started
+            row = {"family": family, "tier": tier, "bases": len(result.pairs), "draws": result.draws,
+                   "rejections": dict(sorted(result.rejections.items())),
+                   "candidate_rejections": dict(sorted(result.candidate_rejections.items())),
+                   "generate_and_certify_cpu_s": round(seconds, 3),
+                   "targets": 0, "greedy": 0, "copy": 0, "random_valid": 0, "random_samples": 0}
+            for pair in (*result.pairs, *replicas):
+                for side in (pair.f, pair.c):
+                    outcome = side_baselines(side, samples, seed)
+                    row["targets"] += 1
+                    row["greedy"] += outcome.greedy_status == "VALID"
+                    row["copy"] += bool(outcome.copy_solves)
+                    row["random_valid"] += outcome.random_valid
+                    row["random_samples"] += outcome.random_samples
+            rows.append(row)
+            for key in total:
+                total[key] += row[key]
+    return {"split": name, "committed": spec.committed, "seed_sha256": committed,
+            "seed": None if spec.committed else spec.seed, "replicas": spec.replicas,
+            "random_samples_per_target": samples, "rows": rows, "overall": total}
+
+
+def _share(k: int, n: int) -> str:
+    return f"{k}/{n} ({k / n:.0%})" if n else "-"
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    lines = [f"split {report['split']}: "
+             + (f"committed seed sha256 {report['seed_sha256'][:16]}..." if report["committed"]
+                else f"public seed {report['seed']}")
+             + f", {report['replicas']} replicas per base; baselines on every target (F and C, replicas included)",
+             "",
+             f"{'family':<16}{'tier':<6}{'bases':>6}{'draws':>7}{'cpu s':>8}  {'greedy':<14}{'copy':<12}"
+             f"{'random':<10}rejected draws (reason: count)"]
+    for row in report["rows"]:
+        random_share = row["random_valid"] / row["random_samples"] if row["random_samples"] else 0.0
+        rejected = ", ".join(f"{k}: {v}" for k, v in row["rejections"].items()) or "none"
+        lines.append(f"{row['family']:<16}{row['tier']:<6}{row['bases']:>6}{row['draws']:>7}"
+                     f"{row['generate_and_certify_cpu_s']:>8.2f}  {_share(row['greedy'], row['targets']):<14}"
+                     f"{_share(row['copy'], row['targets']):<12}{random_share:<10.4f}{rejected}")
+    total = report["overall"]
+    lines += ["", f"overall: {total['bases']} bases, {total['targets']} targets; greedy solves "
+              f"{_share(total['greedy'], total['targets'])}, copy {_share(total['copy'], total['targets'])}"]
+    for row in report["rows"]:
+        if row["candidate_rejections"]:
+            refused = ", ".join(f"{k}: {v}" for k, v in row["candidate_rejections"].items())
+            lines.append(f"demonstration candidates audited, {row['family']} {row['tier']}: {refused}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cwr.splits",
+                                     description="Generate a preregistered split and report its generation and "
+                                                 "the baselines per family and tier.")
+    parser.add_argument("split", help="a split of prereg.toml [splits.NAME]")
+    parser.add_argument("--seed-file", default=None, help=f"a committed split's seed (default: ${SEED_FILE_ENV})")
+    parser.add_argument("--samples", type=int, default=200, help="random baseline samples per target")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    try:
+        report = split_report(args.split, args.seed_file, args.samples)
+    except UsageProblem as exc:
+        print(f"python -m benchmarks.cwr.splits: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report, indent=2, sort_keys=True) if args.json else format_report(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

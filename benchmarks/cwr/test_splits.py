@@ -331,3 +331,33 @@ def test_bundled_smollm2_reduced_pass_over_the_development_split(pytester: pytes
     assert rescored["classification"] == protocol["classifications"]["cwr"]["outcome"]["label"]
     print(f"SmolLM2 CWR reduced run over the development split: {rescored['classification']}; "
           f"parse statuses {json.dumps(summary['parse_statuses'], sort_keys=True)}")
+
+
+# ----------------------------------------------------------------- the split report
+
+
+def test_the_split_report_counts_what_the_split_holds(no_seed_env: None) -> None:
+    from .splits import format_report, split_report
+
+    spec = SPLITS["development"]
+    report = split_report("development", samples=20)
+    built = generated_split("development")
+    assert [(r["family"], r["tier"], r["bases"]) for r in report["rows"]] == [
+        (f, t, n) for f in spec.families for t, n in spec.pairs_per_tier.items()]
+    assert report["overall"]["targets"] == 2 * len(built.pairs)
+    assert [r["draws"] for r in report["rows"]] == [g["draws"] for g in built.record["generation"]]
+    assert [r["rejections"] for r in report["rows"]] == [g["rejections"] for g in built.record["generation"]]
+    assert report["overall"]["copy"] == 0  # the copy audit let no copyable demonstration through
+    text = format_report(report)
+    assert "public seed 2026" in text and f"{report['overall']['targets']} targets" in text
+
+
+def test_the_split_report_refuses_a_wrong_seed(tmp_path: Path, no_seed_env: None, capsys) -> None:
+    from .splits import main
+
+    assert main(["selfcheck", "--seed-file", str(write(tmp_path, "ab" * 32))]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "it is not the split's seed" in err
+    assert main(["selfcheck", "--seed-file", str(TEST_SEED_FILE), "--samples", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "committed seed sha256 75497ceba7b24531" in out and TEST_SEED not in out
