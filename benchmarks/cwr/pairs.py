@@ -26,6 +26,18 @@ def replica_id(pair_id: str, k: int) -> str:
     return pair_id if k == 0 else f"{pair_id}~r{k}"
 
 
+def further_replicas(spec: Any, replicas: int) -> list[Any]:
+    """Replicas 1..replicas-1 of a pair spec (a showcase spec or a generated base's pinned spec): the spec rebuilt
+    through ``worlds.build_pair`` with replica seeds offset by ``k * REPLICA_STRIDE``."""
+    out = []
+    for k in range(1, replicas):
+        variant = dataclasses.replace(spec, pair_id=replica_id(spec.pair_id, k),
+                                      f_seed=spec.f_seed + REPLICA_STRIDE * k,
+                                      c_seed=spec.c_seed + REPLICA_STRIDE * k)
+        out.append(worlds.build_pair(variant)[0])
+    return out
+
+
 @functools.lru_cache(maxsize=4)
 def synthesis_pairs(replicas_per_pair: int) -> tuple[Any, ...]:
     """Every showcase pair with ``replicas_per_pair - 1`` further replicas each, in spec order then replica order."""
@@ -35,13 +47,7 @@ def synthesis_pairs(replicas_per_pair: int) -> tuple[Any, ...]:
     paths = worlds.pair_spec_paths()
     out = []
     for pair, path in zip(showcase, paths, strict=True):
-        out.append(pair)
-        spec = worlds.load_pair_spec(path)
-        for k in range(1, replicas_per_pair):
-            variant = dataclasses.replace(spec, pair_id=replica_id(spec.pair_id, k),
-                                          f_seed=spec.f_seed + REPLICA_STRIDE * k,
-                                          c_seed=spec.c_seed + REPLICA_STRIDE * k)
-            out.append(worlds.build_pair(variant)[0])
+        out += [pair, *further_replicas(worlds.load_pair_spec(path), replicas_per_pair)]
     return tuple(out)
 
 

@@ -20,12 +20,11 @@ with a domain prefix, so that the commitment itself reveals nothing usable.
 
 Base pairs come from ``worlds.generate_pairs(family, seed, n, tier)``; replica
 ``k > 0`` of a base rebuilds its pinned spec with replica seeds offset by
-``k * REPLICA_STRIDE`` (as the showcase replicas are).
+``k * REPLICA_STRIDE`` (``pairs.further_replicas``, as for the showcase pairs).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import os
@@ -38,7 +37,7 @@ import worlds
 
 from benchmarks.core.protocol import UsageProblem
 
-from .pairs import REPLICA_STRIDE, replica_id
+from .pairs import further_replicas
 
 #: Environment variable naming the seed file of a committed split (``--cwr-seed-file`` takes precedence).
 SEED_FILE_ENV = "PREREGBENCH_CWR_SEED_FILE"
@@ -165,12 +164,7 @@ def _build(family_tiers: tuple[tuple[str, tuple[tuple[str, int], ...]], ...], se
             result = worlds.generate_pairs(family, seed, n, tier)
             calls.append(result.summary())
             for pair, spec in zip(result.pairs, result.specs, strict=True):
-                pairs.append(pair)
-                for k in range(1, replicas):
-                    variant = dataclasses.replace(spec, pair_id=replica_id(spec.pair_id, k),
-                                                  f_seed=spec.f_seed + REPLICA_STRIDE * k,
-                                                  c_seed=spec.c_seed + REPLICA_STRIDE * k)
-                    pairs.append(worlds.build_pair(variant)[0])
+                pairs += [pair, *further_replicas(spec, replicas)]
     return tuple(pairs), tuple(calls)
 
 
@@ -226,13 +220,7 @@ def split_report(name: str, seed_file: str | None = None, samples: int = 200) ->
         for tier, n in spec.pairs_per_tier.items():
             started = time.process_time()
             result = worlds.generate_pairs(family, seed, n, tier)
-            replicas = []
-            for pair_spec in result.specs:
-                for k in range(1, spec.replicas):
-                    variant = dataclasses.replace(pair_spec, pair_id=replica_id(pair_spec.pair_id, k),
-                                                  f_seed=pair_spec.f_seed + REPLICA_STRIDE * k,
-                                                  c_seed=pair_spec.c_seed + REPLICA_STRIDE * k)
-                    replicas.append(worlds.build_pair(variant)[0])
+            replicas = [r for pair_spec in result.specs for r in further_replicas(pair_spec, spec.replicas)]
             seconds = time.process_time() - started
             row = {"family": family, "tier": tier, "bases": len(result.pairs), "draws": result.draws,
                    "rejections": dict(sorted(result.rejections.items())),
