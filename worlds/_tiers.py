@@ -123,7 +123,7 @@ class ScheduleTierParams:
 SCHEDULE_TIERS = ("T1",)
 
 _SCHEDULE = {
-    "T1": ScheduleTierParams((3, 4), 0.5, (2, 2), 0.35, (2, 3), (1, 2), (1, 1), (2, 2), 0.5, (0, 1), 1, 0, 1),
+    "T1": ScheduleTierParams((3, 4), 0.5, (2, 2), 0.35, (2, 3), (1, 2), (1, 1), (2, 2), 0.25, (0, 1), 1, 0, 1),
 }
 
 
