@@ -222,7 +222,6 @@ def test_schedule_pairs_carry_every_certificate():
 
 
 def test_schedule_manifests_validate_against_the_schema():
-    pytest.importorskip("jsonschema", reason="jsonschema (test extra) is needed to run the manifest schema")
     for pair in _sched(SCHEDULE_SEED, 2).pairs:
         worlds.validate_manifest(json.loads(manifest_text(pair.manifest)))
 
