@@ -210,9 +210,15 @@ __all__ = [
     "parse_program",
 ]
 
-from ._generate import GENERATED_FAMILIES, GENERATOR_VERSION, GenerationResult, generate_pairs  # noqa: E402
+from ._generate import (  # noqa: E402
+    GENERATED_FAMILIES,
+    GENERATED_TIERS,
+    GENERATOR_VERSION,
+    GenerationResult,
+    generate_pairs,
+)
 from ._interchange import interchangeable_edges  # noqa: E402
 from ._tiers import TIERS, tier_of, tier_properties  # noqa: E402
 
-__all__ += ["GENERATED_FAMILIES", "GENERATOR_VERSION", "GenerationResult", "TIERS", "generate_pairs",
-            "interchangeable_edges", "tier_of", "tier_properties"]
+__all__ += ["GENERATED_FAMILIES", "GENERATED_TIERS", "GENERATOR_VERSION", "GenerationResult", "TIERS",
+            "generate_pairs", "interchangeable_edges", "tier_of", "tier_properties"]

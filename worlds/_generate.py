@@ -1,4 +1,4 @@
-"""Seeded generator of latent base worlds and certified F/C pairs (token_workshop).
+"""Seeded generator of latent base worlds and certified F/C pairs (token_workshop, schedule).
 
 ``generate_pairs(family, seed, n, tier)`` repeats *draws* until it holds ``n``
 certified pairs. Draw ``k`` uses its own random stream, named by the generator
@@ -25,6 +25,12 @@ arguments. One draw:
 
 Every rejected draw is counted under one reason; demonstration candidates the
 audits refused are counted separately by what refused them.
+
+Each family has its own base drawer, source-variant drawer, tier parameters,
+motif preference and pair id code (the tables after the drawers). A schedule
+world starts empty, so its source variants change the goal (and may loosen
+the budget or drop the constraints); its bases measure as T1 only (see
+``_tiers``), and other tiers are refused before any draw.
 """
 
 from __future__ import annotations
@@ -50,17 +56,28 @@ from ._pair_types import Pair
 from ._construct import build_pair
 from ._signature import motif_signature
 from ._structure import production_edges, subject_of
-from ._tiers import TIERS, TierParams, tier_of, tier_properties, token_tier_params
+from ._tiers import (
+    SCHEDULE_TIERS,
+    TIERS,
+    ScheduleTierParams,
+    TierParams,
+    schedule_tier_params,
+    tier_of,
+    tier_properties,
+    token_tier_params,
+)
 
-__all__ = ["GENERATOR_VERSION", "GenerationResult", "generate_pairs", "GENERATED_FAMILIES"]
+__all__ = ["GENERATOR_VERSION", "GenerationResult", "generate_pairs", "GENERATED_FAMILIES", "GENERATED_TIERS"]
 
 #: Version of the generator; part of every generated manifest and of every draw's random stream.
 GENERATOR_VERSION = "worlds.generate/1"
 #: Families the generator can draw.
-GENERATED_FAMILIES = ("token_workshop",)
+GENERATED_FAMILIES = ("token_workshop", "schedule")
+#: Tiers the generator draws for each family: those its bases can measure as (``_tiers``).
+GENERATED_TIERS = {"token_workshop": TIERS, "schedule": SCHEDULE_TIERS}
 #: Solutions above this many make a base unusable (the audits enumerate them all).
 MAX_TARGET_SOLUTIONS = 2000
-#: Source variants drawn per side per draw.
+#: Source variants drawn per side per draw (token_workshop; see ``_SOURCE_VARIANTS`` for each family).
 SOURCE_VARIANTS = 24
 #: Most demonstration candidates one draw runs the audits on.
 MAX_AUDITS = 200
@@ -208,9 +225,141 @@ def _token_source_overrides(base_raw: Mapping[str, Any], rng: random.Random) -> 
     return {"initial": initial, "goal": {"require": dict(sorted(goal.items()))}}
 
 
-_DRAW_WORLD = {"token_workshop": _draw_token_world}
-_DRAW_SOURCE = {"token_workshop": _token_source_overrides}
-_TIER_PARAMS = {"token_workshop": token_tier_params}
+def _reference_timetable(tasks: Sequence[Mapping[str, Any]], cheap: Mapping[str, str]) -> dict[str, tuple[int, int]]:
+    """Task -> (start, end) when ``tasks`` (in a topological order) each start as early as their predecessors
+    and their kind's rate-1 machine allow (tasks on one machine in the given order)."""
+    free: dict[str, int] = {}
+    out: dict[str, tuple[int, int]] = {}
+    for t in tasks:
+        m = cheap[t["kind"]]
+        start = max([free.get(m, 0)] + [out[a][1] for a in t.get("after", [])])
+        out[t["name"]] = (start, start + t["duration"])
+        free[m] = start + t["duration"]
+    return out
+
+
+def _draw_schedule_world(rng: random.Random, tp: ScheduleTierParams, wid: str) -> dict:
+    """A schedule base: a chain of jobs (each after the previous; the goal is the last), sometimes a ``prep``
+    task one job also waits for, machine kinds with a rate-1 machine and sometimes a dearer second one, and
+    decoy tasks no goal needs. The horizon, a deadline and the cost cap are set from the reference timetable
+    (earliest starts on the rate-1 machines): it is a bounded solution, and the caps are tight around it."""
+    length = rng.randint(*tp.chain)
+    kinds = [f"kind{i}" for i in range(rng.randint(*tp.kinds))]
+    machines: dict[str, dict] = {}
+    cheap: dict[str, str] = {}
+    for i, k in enumerate(kinds):
+        cheap[k] = f"mach{i}a"
+        machines[f"mach{i}a"] = {"kind": k, "rate": 1}
+        if rng.random() < tp.dear_probability:
+            machines[f"mach{i}b"] = {"kind": k, "rate": rng.randint(*tp.dear_rate)}
+    chain: list[dict] = []
+    for i in range(1, length + 1):
+        t: dict[str, Any] = {"name": f"job{i}", "duration": rng.randint(*tp.duration), "kind": rng.choice(kinds)}
+        if i > 1:
+            t["after"] = [f"job{i - 1}"]
+        chain.append(t)
+    closure = list(chain)
+    if rng.random() < tp.prep_probability:
+        prep = {"name": "prep", "duration": rng.randint(*tp.duration), "kind": rng.choice(kinds)}
+        joins = rng.randint(2, length)
+        chain[joins - 1]["after"] = sorted(chain[joins - 1]["after"] + ["prep"])
+        closure = [prep] + chain
+    ref = _reference_timetable(closure, cheap)
+    decoys: list[dict] = []
+    for k in range(rng.randint(*tp.decoys)):
+        d: dict[str, Any] = {"name": f"side{k}", "duration": rng.randint(*tp.decoy_duration),
+                             "kind": rng.choice(kinds)}
+        if rng.random() < tp.decoy_after_probability:
+            d["after"] = [f"job{rng.randint(1, length)}"]
+        decoys.append(d)
+    makespan = max(end for _, end in ref.values())
+    horizon = makespan + rng.randint(*tp.horizon_slack)
+    constraints: list[dict] = []
+    if tp.constraints >= 1 and length > 1:
+        j = rng.randint(1, length - 1)
+        constraints.append({"kind": "deadline", "tasks": [f"job{j}"], "by": ref[f"job{j}"][1]})
+    apart = [(a, b) for a in sorted(ref) for b in sorted(ref)
+             if a < b and "prep" in (a, b) and (ref[a][1] <= ref[b][0] or ref[b][1] <= ref[a][0])]
+    for a, b in rng.sample(apart, min(len(apart), max(0, tp.constraints - 1))):
+        constraints.append({"kind": "no_overlap", "tasks": [a, b]})
+    return {
+        "schema_version": 1,
+        "id": wid,
+        "family": "schedule",
+        "title": "generated timetable",
+        "machine_kinds": kinds,
+        "budget": {"max_steps": len(closure) + tp.step_slack, "max_cost": sum(t["duration"] for t in closure)
+                   + tp.cost_slack, "horizon": horizon},
+        "machines": machines,
+        "tasks": closure + decoys,
+        "goal": {"scheduled": [f"job{length}"]},
+        "constraints": constraints,
+    }
+
+
+def _schedule_source_overrides(base_raw: Mapping[str, Any], rng: random.Random) -> dict:
+    """One random source variant of a generated schedule base. A schedule starts empty, so a variant always
+    changes the goal (a decoy task added, or an earlier job instead of the last) and may also loosen the
+    budget (one more step, a higher cost cap, a later horizon) or drop the constraints."""
+    goal = list(base_raw["goal"]["scheduled"])
+    budget = dict(base_raw["budget"])
+    tasks = {t["name"]: t for t in base_raw["tasks"]}
+    jobs = sorted((t for t in tasks if t.startswith("job")), key=lambda t: int(t[3:]))
+    decoys = sorted(t for t in tasks if t.startswith("side"))
+    out: dict[str, Any] = {}
+    goal_moves = ["goal_decoy", "short_goal"]
+    moves = [rng.choice(goal_moves)]
+    moves += rng.sample(["more_steps", "loose_cost", "late_horizon", "drop_constraints", "goal_decoy"],
+                        rng.randint(0, 2))
+    for move in moves:
+        if move == "goal_decoy" and decoys:
+            d = rng.choice(decoys)
+            if d not in goal:
+                goal.append(d)
+                budget["max_steps"] += 1
+                budget["max_cost"] += tasks[d]["duration"]
+        elif move == "short_goal" and len(jobs) > 1:
+            goal = [g for g in goal if g != jobs[-1]] + [rng.choice(jobs[:-1])]
+        elif move == "more_steps":
+            budget["max_steps"] += 1
+        elif move == "loose_cost":
+            budget["max_cost"] += rng.randint(1, 3)
+        elif move == "late_horizon":
+            budget["horizon"] += 1
+        elif move == "drop_constraints" and base_raw.get("constraints"):
+            out["constraints"] = []
+    out["goal"] = {"scheduled": sorted(set(goal))}
+    if budget != base_raw["budget"]:
+        out["budget"] = budget
+    return out
+
+
+_DRAW_WORLD = {"token_workshop": _draw_token_world, "schedule": _draw_schedule_world}
+_DRAW_SOURCE = {"token_workshop": _token_source_overrides, "schedule": _schedule_source_overrides}
+_TIER_PARAMS = {"token_workshop": token_tier_params, "schedule": schedule_tier_params}
+#: Source variants drawn per draw, per family: a schedule source variant is dearer to enumerate (every start
+#: time of every task is a step), and its variant space is small, so fewer are drawn.
+_SOURCE_VARIANTS = {"token_workshop": SOURCE_VARIANTS, "schedule": 12}
+#: Families whose source variants are enumerated only up to the longest demonstration kept (optimum + 1 steps):
+#: the same candidates, found faster, and a variant is refused as too large only for its short solutions.
+#: (token_workshop enumerates its variants whole, as its frozen pairs were drawn.)
+_SOURCE_STEPS_BOUNDED = frozenset({"schedule"})
+#: Pair id code of each family (``GEN-<code>-<tier>-<seed>-<draw>``).
+_PAIR_CODE = {"token_workshop": "TW", "schedule": "SCH"}
+
+
+def _job_depth(task: str) -> int:
+    """Position of a generated schedule task in its chain (``jobN`` -> N; ``prep`` and decoys 0)."""
+    return int(task[3:]) if task.startswith("job") and task[3:].isdigit() else 0
+
+
+#: Preference order of the motif among the edges every bounded solution holds (least key first).
+#: token_workshop: a catalyst edge, then by name. schedule: the edge into the deepest job (a source whose goal
+#: stops before it can leave it out at a comparable length), same machine before cross machine, then by name.
+_MOTIF_KEY = {
+    "token_workshop": lambda e: (e[1] != "catalyst", e),
+    "schedule": lambda e: (-_job_depth(e[2]), e[1] != "same_machine", e),
+}
 
 
 # ---------------------------------------------------------------- demonstrations
@@ -249,7 +398,7 @@ def _collect(base_raw: dict, motif, optimum: int, rng: random.Random, family: st
     ``optimum`` or ``optimum + 1`` (so a copy, or a window of one, could be a target solution)."""
     out = _Candidates()
     seen: set = set()
-    for _ in range(SOURCE_VARIANTS):
+    for _ in range(_SOURCE_VARIANTS[family]):
         ov = _DRAW_SOURCE[family](base_raw, rng)
         key = repr(ov)
         if key in seen:
@@ -260,7 +409,8 @@ def _collect(base_raw: dict, motif, optimum: int, rng: random.Random, family: st
             out.refused["source:invalid_or_unchanged"] += 1
             continue
         try:
-            sols = enumerate_solutions(src, Bounds(max_solutions=MAX_TARGET_SOLUTIONS)).solutions
+            sols = enumerate_solutions(src, Bounds(max_steps=optimum + 1 if family in _SOURCE_STEPS_BOUNDED else None,
+                                                   max_solutions=MAX_TARGET_SOLUTIONS)).solutions
         except EnumerationLimitError:
             out.refused["source:too_many_solutions"] += 1
             continue
@@ -330,7 +480,7 @@ def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCoun
     stream = f"{GENERATOR_VERSION}/{family}/{tier}/{seed}/{index}"
     rng = random.Random(stream)
     tp = _TIER_PARAMS[family](tier)
-    pair_id = f"GEN-{'TW' if family == 'token_workshop' else family.upper()}-{tier}-{seed}-{index:04d}"
+    pair_id = f"GEN-{_PAIR_CODE[family]}-{tier}-{seed}-{index:04d}"
     base_raw = _DRAW_WORLD[family](rng, tp, f"B-{rng.randrange(16**6):06x}")
     try:
         base = world_from_mapping(base_raw, source=f"<generated base of {pair_id}>")
@@ -348,10 +498,9 @@ def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCoun
         raise _Reject("base:measured_tier_differs", f"measured {got}")
     edges = [production_edges(base, s) for s in enum.solutions]
     required = sorted(frozenset.intersection(*edges))
-    catalytic = [e for e in required if e[1] == "catalyst"]
     if not required:
         raise _Reject("base:no_motif_held_by_every_solution")
-    motif = (catalytic or required)[0]
+    motif = min(required, key=_MOTIF_KEY[family])
     sigs = {motif_signature(base, s) for s in enum.solutions}
     cands = _collect(base_raw, motif, enum.optimal_length, rng, family)
     refused.update(cands.refused)
@@ -401,7 +550,7 @@ def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCoun
         "draw": index,
         "stream": stream,
         "parameters": _jsonable(dataclasses.asdict(tp)),
-        "source_variants_per_side": SOURCE_VARIANTS,
+        "source_variants_per_side": _SOURCE_VARIANTS[family],
         "max_target_solutions": MAX_TARGET_SOLUTIONS,
     }
     manifest["tier"] = {"name": tier, "properties": props}
@@ -432,6 +581,7 @@ def generate_pairs(family: str, seed: int, n: int, tier: str, *, max_draws: int 
         raise WorldsError(f"seed must be a non-negative int, got {seed!r}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise WorldsError(f"n must be a positive int, got {n!r}")
+    _TIER_PARAMS[family](tier)  # refuses a tier the family's bases cannot measure as
     limit = 40 * n if max_draws is None else max_draws
     pairs: list[Pair] = []
     specs: list[PairSpec] = []

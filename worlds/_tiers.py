@@ -11,9 +11,16 @@ cap), and ``tier_of`` maps them to a tier:
 * ``T2``: optimum at least 4 steps and at least 2 distractor primitives;
 * ``T1``: everything else.
 
-Each tier also has draw parameters (``token_tier_params``) chosen so that a
-draw usually measures as the tier it was drawn for; the generator rejects a
-draw that does not (reason ``base:measured_tier_differs``).
+Each tier also has draw parameters (``token_tier_params``,
+``schedule_tier_params``) chosen so that a draw usually measures as the tier it
+was drawn for; the generator rejects a draw that does not (reason
+``base:measured_tier_differs``).
+
+A schedule world has one primitive, ``start``, which every solution uses, so
+its ``distractor_primitives`` is always 0 and ``tier_of`` puts every schedule
+base in T1. ``schedule_tier_params`` therefore has T1 parameters only and
+refuses T2 and T3 (``SCHEDULE_TIERS``) rather than letting the generator draw
+bases that can never measure as the tier asked for.
 """
 
 from __future__ import annotations
@@ -23,11 +30,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._enumerate import Enumeration, grounded_steps
+from ._errors import WorldsError
 from ._graph import reachable_graph
 from ._model import World
 from ._structure import one_step
 
-__all__ = ["TIERS", "TierParams", "tier_of", "tier_properties", "token_tier_params"]
+__all__ = [
+    "SCHEDULE_TIERS",
+    "ScheduleTierParams",
+    "TIERS",
+    "TierParams",
+    "schedule_tier_params",
+    "tier_of",
+    "tier_properties",
+    "token_tier_params",
+]
 
 #: Tier names, easiest first.
 TIERS = ("T1", "T2", "T3")
@@ -65,6 +82,60 @@ _TOKEN = {
 def token_tier_params(tier: str) -> TierParams:
     """The token_workshop draw parameters of ``tier``."""
     return _TOKEN[tier]
+
+
+@dataclass(frozen=True)
+class ScheduleTierParams:
+    """Draw parameters of a generated schedule base.
+
+    chain: range of the main chain's length (``job1 .. jobL``, each after the previous; the goal is the last).
+    prep_probability: chance of a ``prep`` task, with no predecessor, that one chain task also waits for.
+    kinds: range of the number of machine kinds.
+    dear_probability: chance that a kind has a second, dearer machine beside its rate-1 machine.
+    dear_rate: rate range of a second machine.
+    duration: duration range of the chain and ``prep`` tasks.
+    decoy_duration: duration range of the decoy tasks (a short decoy is a cheap step that wastes the step cap).
+    decoys: range of the number of decoy tasks (in no goal's closure: work a source variant may ask for).
+    decoy_after_probability: chance that a decoy task waits for a chain task.
+    horizon_slack: horizon above the makespan of the reference timetable (earliest starts on rate-1 machines).
+    cost_slack: cost cap above the reference timetable's cost.
+    step_slack: step cap above the optimum.
+    constraints: hard constraints: a deadline on a chain task at its reference end, then ``no_overlap`` on two
+        tasks the reference keeps apart in time.
+    """
+
+    chain: tuple[int, int]
+    prep_probability: float
+    kinds: tuple[int, int]
+    dear_probability: float
+    dear_rate: tuple[int, int]
+    duration: tuple[int, int]
+    decoy_duration: tuple[int, int]
+    decoys: tuple[int, int]
+    decoy_after_probability: float
+    horizon_slack: tuple[int, int]
+    cost_slack: int
+    step_slack: int
+    constraints: int
+
+
+#: Tiers a schedule base can measure as (see the module docstring).
+SCHEDULE_TIERS = ("T1",)
+
+_SCHEDULE = {
+    "T1": ScheduleTierParams((3, 4), 0.5, (2, 2), 0.35, (2, 3), (1, 2), (1, 1), (2, 2), 0.25, (0, 1), 1, 0, 1),
+}
+
+
+def schedule_tier_params(tier: str) -> ScheduleTierParams:
+    """The schedule draw parameters of ``tier``; refuses a tier no schedule base can measure as."""
+    if tier not in _SCHEDULE:
+        raise WorldsError(
+            f"schedule bases measure as {', '.join(SCHEDULE_TIERS)} only, not {tier}: tier_of needs distractor "
+            "primitives for T2 and T3, and a schedule world has one primitive (start), which every solution "
+            "uses; ask for tier T1"
+        )
+    return _SCHEDULE[tier]
 
 
 def tier_properties(world: World, enum: Enumeration) -> dict[str, Any]:

@@ -1,14 +1,18 @@
 """Greedy, random and copy baseline solve rates per difficulty tier on generated pairs.
 
-    python -m benchmarks.cwr.tier_baselines --seed 2026 --n 6 [--samples 200]
+    python -m benchmarks.cwr.tier_baselines --seed 2026 --n 6 [--samples 200] [--family schedule]
 
-Generates ``n`` pairs per tier with ``worlds.generate_pairs`` (token_workshop)
-and runs the baselines of ``benchmarks.cwr.baselines`` on both targets (F and
-C) of every pair. A target counts as solved by greedy when its greedy run is
-VALID, by copy when some demonstration (or window), copied verbatim, renamed,
-relabelled or reordered, solves it; the random rate is VALID samples over all
-samples. Prints one JSON object: per tier and overall, targets, greedy and
-copy solves and rates, the random rate, and the tier properties' ranges.
+Generates ``n`` pairs per tier with ``worlds.generate_pairs`` (family
+``token_workshop`` unless ``--family`` says otherwise) and runs the baselines
+of ``benchmarks.cwr.baselines`` on both targets (F and C) of every pair. A
+target counts as solved by greedy when its greedy run is VALID, by copy when
+some demonstration (or window), copied verbatim, renamed, relabelled or
+reordered, solves it; the random rate is VALID samples over all samples.
+Tiers the family's bases cannot measure as (``worlds.GENERATED_TIERS``; a
+schedule base is always T1) are not generated and are listed under
+``tiers_not_drawn``. Prints one JSON object: per tier and overall, targets,
+greedy and copy solves and rates, the random rate, and the tier properties'
+ranges.
 """
 
 from __future__ import annotations
@@ -22,12 +26,17 @@ import worlds
 from .baselines import side_baselines
 
 
-def tier_rates(seed: int, n: int, samples: int, tiers=worlds.TIERS) -> dict[str, Any]:
+def tier_rates(seed: int, n: int, samples: int, tiers=worlds.TIERS, family: str = "token_workshop") -> dict[str, Any]:
     """Baseline outcomes per tier (see the module docstring)."""
-    out: dict[str, Any] = {"seed": seed, "pairs_per_tier": n, "random_samples_per_target": samples, "tiers": {}}
+    if family not in worlds.GENERATED_FAMILIES:
+        raise worlds.WorldsError(f"the generator has no family {family!r}; it draws: "
+                                 f"{', '.join(worlds.GENERATED_FAMILIES)}")
+    drawn = worlds.GENERATED_TIERS[family]
+    out: dict[str, Any] = {"family": family, "seed": seed, "pairs_per_tier": n, "random_samples_per_target": samples,
+                           "tiers": {}, "tiers_not_drawn": [t for t in tiers if t not in drawn]}
     total = {"targets": 0, "greedy": 0, "copy": 0, "random_valid": 0, "random_samples": 0}
-    for tier in tiers:
-        res = worlds.generate_pairs("token_workshop", seed, n, tier)
+    for tier in (t for t in tiers if t in drawn):
+        res = worlds.generate_pairs(family, seed, n, tier)
         row = {"targets": 0, "greedy": 0, "copy": 0, "random_valid": 0, "random_samples": 0}
         props: dict[str, list] = {}
         for pair in res.pairs:
@@ -59,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--n", type=int, default=6)
     ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--family", default="token_workshop", choices=worlds.GENERATED_FAMILIES)
     a = ap.parse_args(argv)
-    print(json.dumps(tier_rates(a.seed, a.n, a.samples), indent=2, sort_keys=True))
+    print(json.dumps(tier_rates(a.seed, a.n, a.samples, family=a.family), indent=2, sort_keys=True))
     return 0
 
 

@@ -71,6 +71,7 @@ def test_generated_pairs_carry_every_certificate(tier):
         m = pair.manifest
         g = m["generator"]
         assert (g["version"], g["seed"], g["tier"], g["family"]) == (GENERATOR_VERSION, 5, tier, "token_workshop")
+        assert pair.pair_id == m["pair_id"] and pair.pair_id.startswith(f"GEN-TW-{tier}-5-")
         assert m["tier"]["name"] == tier == worlds.tier_of(m["tier"]["properties"])
         assert m["novelty"] == "motif-required" and m["all_bounded_solutions_require_holdout"] is True
         assert m["exact_or_renamed_demo_solves_target"] is False and m["target_witness_hidden"] is True
@@ -127,7 +128,9 @@ def test_too_few_draws_raise_with_the_counts():
 @pytest.mark.parametrize(
     "args, match",
     [
-        (("schedule", 1, 1, "T1"), "no family 'schedule'"),
+        (("dataflow", 1, 1, "T1"), "no family 'dataflow'"),
+        (("schedule", 1, 1, "T2"), "schedule bases measure as T1 only"),
+        (("schedule", 1, 1, "T3"), "schedule bases measure as T1 only"),
         (("token_workshop", 1, 1, "T4"), "unknown tier 'T4'"),
         (("token_workshop", -1, 1, "T1"), "seed must be a non-negative int"),
         (("token_workshop", 1, 0, "T1"), "n must be a positive int"),
@@ -164,3 +167,107 @@ def test_any_seed_gives_a_certified_t1_pair_whose_replicas_are_isomorphic(seed):
         demo = side.demonstrations[0]
         assert worlds.check(demo.source, demo.text).ok
         assert not worlds.check(side.target, demo.text).ok
+
+
+# ---------------------------------------------------------------- schedule
+
+#: A seed whose first schedule draws are quick and include a rejected draw.
+SCHEDULE_SEED = 4
+#: Why a schedule base measures as T1 whatever it is drawn from.
+SCHEDULE_REFUSAL = "schedule bases measure as T1 only"
+
+
+@functools.cache
+def _sched(seed: int, n: int) -> worlds.GenerationResult:
+    return worlds.generate_pairs("schedule", seed, n, "T1")
+
+
+def _motif_on(side, motif: tuple[str, str, str]) -> tuple[str, str, str]:
+    """The base-labelled schedule motif (task, relation, task) in one side's replica labels."""
+    ent = side.replica.entities
+    return (ent[motif[0]], motif[1], ent[motif[2]])
+
+
+def test_schedule_pairs_carry_every_certificate():
+    res = _sched(SCHEDULE_SEED, 2)
+    assert len(res.pairs) == 2 and res.draws == 2 + sum(res.rejections.values())
+    for pair in res.pairs:
+        m = pair.manifest
+        g = m["generator"]
+        assert pair.pair_id == m["pair_id"] and pair.pair_id.startswith(f"GEN-SCH-T1-{SCHEDULE_SEED}-")
+        assert (g["version"], g["seed"], g["tier"], g["family"]) == (GENERATOR_VERSION, SCHEDULE_SEED, "T1", "schedule")
+        assert m["family"] == "schedule" and pair.f.target.family == "schedule"
+        assert m["tier"]["name"] == "T1" == worlds.tier_of(m["tier"]["properties"])
+        assert m["novelty"] == "motif-required" and m["all_bounded_solutions_require_holdout"] is True
+        assert m["exact_or_renamed_demo_solves_target"] is False and m["target_witness_hidden"] is True
+        assert m["eligibility"] == "development_generated" and m["interchangeable_edges"] == []
+        assert m["copy_audit"]["transformations"] == list(COPY_TRANSFORMATIONS)
+        assert m["copy_audit"]["copies_are_candidates"] is True
+        opt = m["optimal_lengths"]["F"]
+        assert m["optimal_lengths"]["C"] == opt
+        for side in (pair.f, pair.c):
+            demo = side.demonstrations[0]
+            assert opt <= len(demo.steps) <= opt + 1
+            assert worlds.check(demo.source, demo.text).ok and not worlds.check(side.target, demo.text).ok
+            enum = worlds.enumerate_solutions(side.target)
+            sigs = {worlds.motif_signature(side.target, s) for s in enum.solutions}
+            assert worlds.copy_audit(demo.source, demo.steps, side.target, sigs, enum.solutions) is None
+            # motif-required, recomputed on the replica: every bounded target solution realizes the motif
+            motif = _motif_on(side, pair.motif)
+            assert enum.solutions and all(motif in worlds.production_edges(side.target, s) for s in enum.solutions)
+            assert (motif in worlds.production_edges(demo.source, demo.steps)) == (side.condition == "F")
+            assert worlds.interchangeable_edges(side.target, enum.solutions, motif, demo.source, demo.steps) == []
+        residual = m["exposure_residual"]["demonstration_uses_f_minus_c"]
+        assert (residual == {}) == m["primitive_exposure_matched"]
+
+
+def test_schedule_manifests_validate_against_the_schema():
+    for pair in _sched(SCHEDULE_SEED, 2).pairs:
+        worlds.validate_manifest(json.loads(manifest_text(pair.manifest)))
+
+
+def test_schedule_generation_is_deterministic_in_the_seed():
+    # draw k depends only on (seed, k): one pair asked for afresh is the first of the two, byte for byte
+    fresh = worlds.generate_pairs("schedule", SCHEDULE_SEED, 1, "T1")
+    assert _texts(fresh) == _texts(_sched(SCHEDULE_SEED, 2))[:1]
+    assert fresh.pairs[0].f.prompt_text == _sched(SCHEDULE_SEED, 2).pairs[0].f.prompt_text
+
+
+def test_schedule_other_seed_gives_other_worlds():
+    a, b = _sched(SCHEDULE_SEED, 2), _sched(SCHEDULE_SEED + 1, 1)
+    assert set(_texts(a)).isdisjoint(_texts(b))
+    assert {p.manifest["latent_structure_hash"] for p in b.pairs}.isdisjoint(
+        p.manifest["latent_structure_hash"] for p in a.pairs)
+
+
+def test_schedule_rejections_are_counted_by_reason():
+    res = _sched(SCHEDULE_SEED, 2)
+    assert sum(res.rejections.values()) >= 1  # the seed is chosen to include a rejected draw
+    assert res.draws == len(res.pairs) + sum(res.rejections.values())
+    known = {"base:measured_tier_differs", "base:too_many_solutions", "base:no_bounded_solution",
+             "base:no_motif_held_by_every_solution", "demo:no_f_candidate_of_comparable_length",
+             "demo:no_c_candidate_of_comparable_length", "demo:no_f_c_pair_passes_the_audits",
+             "construction:build_pair_refused", "base:invalid_world"}
+    assert set(res.rejections) <= known
+    assert res.candidate_rejections.get("passed", 0) >= 2 * len(res.pairs)
+    assert res.summary()["rejections"] == dict(sorted(res.rejections.items()))
+
+
+def test_schedule_tiers_above_t1_are_refused_and_why():
+    assert worlds.GENERATED_TIERS["schedule"] == ("T1",) and worlds.GENERATED_TIERS["token_workshop"] == worlds.TIERS
+    for tier in ("T2", "T3"):
+        with pytest.raises(worlds.WorldsError, match=SCHEDULE_REFUSAL):
+            worlds.generate_pairs("schedule", SCHEDULE_SEED, 1, tier, max_draws=1)
+    # the reason: one primitive, used by every solution, so no distractor primitive, so tier_of says T1
+    for pair in _sched(SCHEDULE_SEED, 2).pairs:
+        props = pair.manifest["tier"]["properties"]
+        assert len(pair.f.target.primitives) == 1 and len(pair.c.target.primitives) == 1
+        assert props["distractor_primitives"] == 0
+        assert worlds.tier_of({**props, "optimum_length": 50}) == "T1"
+
+
+def test_cli_refuses_a_schedule_tier_above_t1_with_one_line():
+    got = subprocess.run([sys.executable, "-m", "worlds.generate", "--family", "schedule", "--seed", "1",
+                          "--tier", "T3"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=60)
+    assert got.returncode == 2 and SCHEDULE_REFUSAL in got.stderr and got.stdout == ""
