@@ -98,6 +98,12 @@ def check_split(name: str, spec: SplitSpec, *, generatable: bool) -> None:
         if missing:
             raise UsageProblem(f"split {name!r} draws {', '.join(missing)}, which the pair generator cannot draw yet "
                                f"(it draws {', '.join(worlds.GENERATED_FAMILIES)}); the split cannot be built here")
+        for family in spec.families:
+            tiers = [t for t in spec.pairs_per_tier if t not in worlds.GENERATED_TIERS[family]]
+            if tiers:
+                raise UsageProblem(f"split {name!r} asks {family} for tiers {', '.join(tiers)}, which the pair "
+                                   f"generator cannot draw for it (it draws {family} in "
+                                   f"{', '.join(worlds.GENERATED_TIERS[family])}); the split cannot be built here")
 
 
 def seed_text(path: str | os.PathLike[str] | None, split: str) -> tuple[str, str]:
