@@ -3,10 +3,10 @@
 A tier is decided from what a base world measurably is, never from how it
 was drawn: ``tier_properties`` measures the optimum length, the solution
 counts, the distractor primitives (primitives in no optimal bounded
-solution), (for schedule, distractor entities: see below), the constraint count, the
-grounded alphabet and the branching
-(legal steps at the start; mean over the reachable states within the step
-cap), and ``tier_of`` maps them to a tier:
+solution; for schedule also the distractor entities, see below), the
+constraint count, the grounded alphabet and the branching (legal steps at
+the start; mean over the reachable states within the step cap), and
+``tier_of`` maps them to a tier:
 
 * ``T3`` (top): optimum at least 5 steps and at least 3 distractors;
 * ``T2``: optimum at least 4 steps and at least 2 distractors;
@@ -31,6 +31,7 @@ unchanged) it counts ``distractor_primitives``.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,7 @@ __all__ = [
     "ScheduleTierParams",
     "TIERS",
     "TierParams",
+    "distractor_entities",
     "schedule_tier_params",
     "tier_of",
     "tier_properties",
@@ -150,7 +152,7 @@ def schedule_tier_params(tier: str) -> ScheduleTierParams:
 ENTITY_DISTRACTOR_FAMILIES = frozenset({"schedule"})
 
 
-def distractor_entities(world: World, optimal) -> int:
+def distractor_entities(world: World, optimal: Sequence[Sequence[str]]) -> int:
     """Choosable entities of ``world`` (of a type some primitive parameter takes) that are an argument of no
     step of any solution in ``optimal``."""
     choosable = {p.type for prim in world.primitives for p in prim.params}
