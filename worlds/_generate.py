@@ -29,8 +29,8 @@ audits refused are counted separately by what refused them.
 Each family has its own base drawer, source-variant drawer, tier parameters,
 motif preference and pair id code (the tables after the drawers). A schedule
 world starts empty, so its source variants change the goal (and may loosen
-the budget or drop the constraints); its bases measure as T1 only (see
-``_tiers``), and other tiers are refused before any draw.
+the budget or drop the constraints); its tiers count distractor entities
+(tasks and machines no optimal timetable uses; see ``_tiers``).
 """
 
 from __future__ import annotations
@@ -581,7 +581,7 @@ def generate_pairs(family: str, seed: int, n: int, tier: str, *, max_draws: int 
         raise WorldsError(f"seed must be a non-negative int, got {seed!r}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise WorldsError(f"n must be a positive int, got {n!r}")
-    _TIER_PARAMS[family](tier)  # refuses a tier the family's bases cannot measure as
+    _TIER_PARAMS[family](tier)  # refuses a tier the family has no draw parameters for
     limit = 40 * n if max_draws is None else max_draws
     pairs: list[Pair] = []
     specs: list[PairSpec] = []

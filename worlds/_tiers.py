@@ -3,12 +3,13 @@
 A tier is decided from what a base world measurably is, never from how it
 was drawn: ``tier_properties`` measures the optimum length, the solution
 counts, the distractor primitives (primitives in no optimal bounded
-solution), the constraint count, the grounded alphabet and the branching
-(legal steps at the start; mean over the reachable states within the step
-cap), and ``tier_of`` maps them to a tier:
+solution; for schedule also the distractor entities, see below), the
+constraint count, the grounded alphabet and the branching (legal steps at
+the start; mean over the reachable states within the step cap), and
+``tier_of`` maps them to a tier:
 
-* ``T3`` (top): optimum at least 5 steps and at least 3 distractor primitives;
-* ``T2``: optimum at least 4 steps and at least 2 distractor primitives;
+* ``T3`` (top): optimum at least 5 steps and at least 3 distractors;
+* ``T2``: optimum at least 4 steps and at least 2 distractors;
 * ``T1``: everything else.
 
 Each tier also has draw parameters (``token_tier_params``,
@@ -17,15 +18,20 @@ was drawn for; the generator rejects a draw that does not (reason
 ``base:measured_tier_differs``).
 
 A schedule world has one primitive, ``start``, which every solution uses, so
-its ``distractor_primitives`` is always 0 and ``tier_of`` puts every schedule
-base in T1. ``schedule_tier_params`` therefore has T1 parameters only and
-refuses T2 and T3 (``SCHEDULE_TIERS``) rather than letting the generator draw
-bases that can never measure as the tier asked for.
+its ``distractor_primitives`` is always 0 and says nothing. For schedule,
+``tier_properties`` also measures ``distractor_entities``: the world's
+choosable entities (those of a type some primitive parameter takes: tasks
+and machines) that are an argument of no step of any optimal bounded
+solution -- decoy tasks no optimal timetable places and machines no optimal
+timetable uses. Where a property set has ``distractor_entities``, ``tier_of``
+counts it as the distractors; otherwise (token_workshop, whose properties are
+unchanged) it counts ``distractor_primitives``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,10 +42,12 @@ from ._model import World
 from ._structure import one_step
 
 __all__ = [
+    "ENTITY_DISTRACTOR_FAMILIES",
     "SCHEDULE_TIERS",
     "ScheduleTierParams",
     "TIERS",
     "TierParams",
+    "distractor_entities",
     "schedule_tier_params",
     "tier_of",
     "tier_properties",
@@ -119,23 +127,37 @@ class ScheduleTierParams:
     constraints: int
 
 
-#: Tiers a schedule base can measure as (see the module docstring).
-SCHEDULE_TIERS = ("T1",)
+#: Tiers a schedule base is drawn for (each measures as it through ``distractor_entities``).
+SCHEDULE_TIERS = TIERS
 
+#: Optimum: T1 3 (a chain of 3), T2 4 (a chain of 3 and ``prep``), T3 5 (a chain of 4 and ``prep``). Distractor
+#: entities: the decoy tasks (2 / 2 / 3; none fits in an optimal timetable, whose length is the closure's) plus
+#: every machine no optimal timetable uses, so each tier's draws measure as it. T3 durations are 1 and its
+#: horizon is the reference makespan: a longer horizon multiplies the start times to enumerate.
 _SCHEDULE = {
-    "T1": ScheduleTierParams((3, 4), 0.5, (2, 2), 0.35, (2, 3), (1, 2), (1, 1), (2, 2), 0.25, (0, 1), 1, 0, 1),
+    "T1": ScheduleTierParams((3, 3), 0.0, (2, 2), 0.35, (2, 3), (1, 2), (1, 1), (2, 2), 0.25, (0, 1), 1, 0, 1),
+    "T2": ScheduleTierParams((3, 3), 1.0, (2, 2), 0.35, (2, 3), (1, 2), (1, 1), (2, 2), 0.25, (0, 1), 1, 0, 1),
+    "T3": ScheduleTierParams((4, 4), 1.0, (2, 2), 0.35, (2, 3), (1, 1), (1, 1), (3, 3), 0.25, (0, 0), 1, 0, 1),
 }
 
 
 def schedule_tier_params(tier: str) -> ScheduleTierParams:
-    """The schedule draw parameters of ``tier``; refuses a tier no schedule base can measure as."""
+    """The schedule draw parameters of ``tier``."""
     if tier not in _SCHEDULE:
-        raise WorldsError(
-            f"schedule bases measure as {', '.join(SCHEDULE_TIERS)} only, not {tier}: tier_of needs distractor "
-            "primitives for T2 and T3, and a schedule world has one primitive (start), which every solution "
-            "uses; ask for tier T1"
-        )
+        raise WorldsError(f"unknown tier {tier!r}; schedule tiers are {', '.join(SCHEDULE_TIERS)}")
     return _SCHEDULE[tier]
+
+
+#: Families whose tier counts distractor entities rather than distractor primitives (see the module docstring).
+ENTITY_DISTRACTOR_FAMILIES = frozenset({"schedule"})
+
+
+def distractor_entities(world: World, optimal: Sequence[Sequence[str]]) -> int:
+    """Choosable entities of ``world`` (of a type some primitive parameter takes) that are an argument of no
+    step of any solution in ``optimal``."""
+    choosable = {p.type for prim in world.primitives for p in prim.params}
+    used = {a for sol in optimal for x in sol for a in one_step(x).args if isinstance(a, str)}
+    return sum(1 for name, kind in world.entities if kind in choosable and name not in used)
 
 
 def tier_properties(world: World, enum: Enumeration) -> dict[str, Any]:
@@ -147,7 +169,7 @@ def tier_properties(world: World, enum: Enumeration) -> dict[str, Any]:
     g = reachable_graph(world)
     out_deg = Counter(s for s, _, _, _ in g["edges"])
     expanded = [s for s in g["nodes"] if g["depth"][s] < world.budget.max_steps]
-    return {
+    props = {
         "optimum_length": opt,
         "solutions": len(sols),
         "optimal_solutions": len(optimal),
@@ -157,11 +179,16 @@ def tier_properties(world: World, enum: Enumeration) -> dict[str, Any]:
         "branching_at_start": out_deg[g["initial"]],
         "mean_branching": round(sum(out_deg[s] for s in expanded) / len(expanded), 4) if expanded else 0.0,
     }
+    if world.family in ENTITY_DISTRACTOR_FAMILIES:
+        props["distractor_entities"] = distractor_entities(world, optimal)
+    return props
 
 
 def tier_of(props: dict[str, Any]) -> str:
-    """The tier measured properties put a target in."""
-    opt, distract = props["optimum_length"], props["distractor_primitives"]
+    """The tier measured properties put a target in (distractors: ``distractor_entities`` where measured, else
+    ``distractor_primitives``)."""
+    opt = props["optimum_length"]
+    distract = props["distractor_entities"] if "distractor_entities" in props else props["distractor_primitives"]
     if opt >= 5 and distract >= 3:
         return "T3"
     if opt >= 4 and distract >= 2:

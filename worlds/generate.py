@@ -1,7 +1,7 @@
 """Command line of the seeded pair generator.
 
     python -m worlds.generate --family token_workshop --seed 1 --n 4 --tier T3 [--out DIR]
-    python -m worlds.generate --family schedule --seed 1 --n 4 --tier T1   (schedule bases are T1 only)
+    python -m worlds.generate --family schedule --seed 1 --n 4 --tier T2
 
 Prints one JSON object: the call's parameters, the pair ids, the draws, the
 rejection counts by reason, the refused demonstration candidates by reason and
