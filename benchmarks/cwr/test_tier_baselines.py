@@ -18,9 +18,9 @@ def test_tier_rates_count_both_targets_of_every_pair():
     assert got["overall"]["targets"] == 4 and got["overall"]["greedy_rate"] == recount / 4
 
 
-def test_tier_rates_for_schedule_count_its_tier_and_list_the_tiers_it_cannot_draw():
-    got = tier_rates(seed=3, n=1, samples=10, tiers=("T1", "T3"), family="schedule")
-    assert got["family"] == "schedule" and got["tiers_not_drawn"] == ["T3"] and set(got["tiers"]) == {"T1"}
+def test_tier_rates_for_schedule_count_both_targets():
+    got = tier_rates(seed=3, n=1, samples=10, tiers=("T1",), family="schedule")
+    assert got["family"] == "schedule" and got["tiers_not_drawn"] == [] and set(got["tiers"]) == {"T1"}
     row = got["tiers"]["T1"]
     assert row["targets"] == 2 and row["random_samples"] == 20 and row["copy"] == 0
     pairs = worlds.generate_pairs("schedule", 3, 1, "T1").pairs

@@ -8,8 +8,8 @@ of ``benchmarks.cwr.baselines`` on both targets (F and C) of every pair. A
 target counts as solved by greedy when its greedy run is VALID, by copy when
 some demonstration (or window), copied verbatim, renamed, relabelled or
 reordered, solves it; the random rate is VALID samples over all samples.
-Tiers the family's bases cannot measure as (``worlds.GENERATED_TIERS``; a
-schedule base is always T1) are not generated and are listed under
+Tiers the generator cannot draw for the family (``worlds.GENERATED_TIERS``;
+today every family it draws has T1-T3) are not generated and are listed under
 ``tiers_not_drawn``. Prints one JSON object: per tier and overall, targets,
 greedy and copy solves and rates, the random rate, and the tier properties'
 ranges.
