@@ -214,8 +214,8 @@ def split_report(name: str, seed_file: str | None = None, samples: int = 200) ->
     and certify, and the greedy, copy and random baselines on every target of every pair (replicas included)."""
     import time
 
-    from .baselines import side_baselines
     from .protocol import split_spec
+    from .tier_baselines import baseline_counts
 
     spec = split_spec(name)
     seed, committed = resolve_seed(name, spec, seed_file)
@@ -232,15 +232,7 @@ def split_report(name: str, seed_file: str | None = None, samples: int = 200) ->
                    "rejections": dict(sorted(result.rejections.items())),
                    "candidate_rejections": dict(sorted(result.candidate_rejections.items())),
                    "generate_and_certify_cpu_s": round(seconds, 3),
-                   "targets": 0, "greedy": 0, "copy": 0, "random_valid": 0, "random_samples": 0}
-            for pair in (*result.pairs, *replicas):
-                for side in (pair.f, pair.c):
-                    outcome = side_baselines(side, samples, seed)
-                    row["targets"] += 1
-                    row["greedy"] += outcome.greedy_status == "VALID"
-                    row["copy"] += bool(outcome.copy_solves)
-                    row["random_valid"] += outcome.random_valid
-                    row["random_samples"] += outcome.random_samples
+                   **baseline_counts((*result.pairs, *replicas), samples, seed)}
             rows.append(row)
             for key in total:
                 total[key] += row[key]

@@ -26,6 +26,20 @@ import worlds
 from .baselines import side_baselines
 
 
+def baseline_counts(pairs, samples: int, seed: int) -> dict[str, int]:
+    """Targets (F and C of every pair), greedy and copy solves, and random VALID samples over all samples."""
+    row = {"targets": 0, "greedy": 0, "copy": 0, "random_valid": 0, "random_samples": 0}
+    for pair in pairs:
+        for side in (pair.f, pair.c):
+            outcome = side_baselines(side, samples, seed)
+            row["targets"] += 1
+            row["greedy"] += outcome.greedy_status == "VALID"
+            row["copy"] += bool(outcome.copy_solves)
+            row["random_valid"] += outcome.random_valid
+            row["random_samples"] += outcome.random_samples
+    return row
+
+
 def tier_rates(seed: int, n: int, samples: int, tiers=worlds.TIERS, family: str = "token_workshop") -> dict[str, Any]:
     """Baseline outcomes per tier (see the module docstring)."""
     if family not in worlds.GENERATED_FAMILIES:
@@ -37,18 +51,11 @@ def tier_rates(seed: int, n: int, samples: int, tiers=worlds.TIERS, family: str 
     total = {"targets": 0, "greedy": 0, "copy": 0, "random_valid": 0, "random_samples": 0}
     for tier in (t for t in tiers if t in drawn):
         res = worlds.generate_pairs(family, seed, n, tier)
-        row = {"targets": 0, "greedy": 0, "copy": 0, "random_valid": 0, "random_samples": 0}
+        row = baseline_counts(res.pairs, samples, seed)
         props: dict[str, list] = {}
         for pair in res.pairs:
             for k, v in pair.manifest["tier"]["properties"].items():
                 props.setdefault(k, []).append(v)
-            for side in (pair.f, pair.c):
-                b = side_baselines(side, samples, seed)
-                row["targets"] += 1
-                row["greedy"] += b.greedy_status == "VALID"
-                row["copy"] += bool(b.copy_solves)
-                row["random_valid"] += b.random_valid
-                row["random_samples"] += b.random_samples
         for k in total:
             total[k] += row[k]
         out["tiers"][tier] = {**_rates(row), "property_ranges": {k: [min(v), max(v)] for k, v in sorted(props.items())},
