@@ -89,6 +89,8 @@ from ._token_workshop import TokenState, TokenWorkshop
 from ._dataflow import Binding, Dataflow, DataflowState, parse_program
 from ._dataflow_check import check_bindings
 from ._dataflow_enum import enumerate_programs
+from ._dataflow_pairs import DATAFLOW_GRAMMAR_TEXT, program_alphabet, render_dataflow_world
+from ._dataflow_pairs import solutions_of as bounded_solutions
 from ._dataflow_reference import replay as dataflow_reference_replay
 
 #: Folder holding the shipped world files.
@@ -117,6 +119,7 @@ def dataflow_worlds() -> tuple[Path, ...]:
 
 
 __all__ = [
+    "DATAFLOW_GRAMMAR_TEXT",
     "DATA_DIR",
     "GRAMMAR_TEXT",
     "MANIFEST_SCHEMA_PATH",
@@ -127,6 +130,9 @@ __all__ = [
     "TOKENIZERS",
     "WITNESS_ONLY",
     "Bounds",
+    "bounded_solutions",
+    "program_alphabet",
+    "render_dataflow_world",
     "Budget",
     "CheckResult",
     "CheckerUsageError",

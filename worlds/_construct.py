@@ -196,6 +196,10 @@ def build_pair(spec: PairSpec) -> tuple[Pair, dict]:
     Raises PairConstructionError naming the pair and what to change when the
     spec cannot give a valid, copy-proof, matched fixture.
     """
+    if spec.base_raw is not None and spec.base_raw.get("family") == "dataflow":
+        from ._dataflow_pairs import build_dataflow_pair
+
+        return build_dataflow_pair(spec)
     if spec.base_raw is not None:
         base_raw = copy.deepcopy(spec.base_raw)
     else:

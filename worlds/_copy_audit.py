@@ -109,6 +109,10 @@ def copy_audit(
     Every bounded solution is enumerated, so "some order is VALID in the
     target" is exactly "some order is one of ``target_solutions``".
     """
+    if target.family == "dataflow":  # programs: see ``_dataflow_pairs.program_copy_audit``
+        from ._dataflow_pairs import program_copy_audit
+
+        return program_copy_audit(demo_world, demo, target, target_sigs, target_solutions)
     demo = tuple(demo)
     n = len(demo)
     shared = frozenset(p.name for p in demo_world.primitives) & frozenset(p.name for p in target.primitives)

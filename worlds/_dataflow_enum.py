@@ -9,8 +9,12 @@ under ``worlds.check``.
 
 The search is depth first over type-correct bindings (arguments are bound
 wires of the parameter's type), memoized on (state, steps left, cost left).
-Two prunings are sound for every world: the goal wire must be bound by the
-end, so the last available step can only bind it; and under
+Three prunings are sound for every world: the goal wire must be bound by the
+end, so the last available step can only bind it, and not before the least
+number of bindings and the least cost that any primitive chain from the bound
+wires' types to the goal type needs (``_goal_bounds``); under
+``no_dead_wires``, not while some unread wire cannot be carried into the goal
+wire's binding in the steps left (``_reader_bound``); and under
 ``no_dead_wires`` a run ends with the goal wire's binding (any later binding
 would go unread) and the unread wires must still be readable by the steps
 left.  The family's semantics are read from the registry, never from the
@@ -53,6 +57,77 @@ def _unread(world: World, state) -> int:
                if n not in inputs and n != world.spec.goal_wire and n not in state.read)
 
 
+def _goal_bounds(world: World):
+    """``bound(state) -> (steps, cost)``: a lower bound on the bindings and the cost still needed to bind the
+    goal wire with the goal type from ``state`` (infinite when no primitive chain can give that type).
+
+    For a type T: 0 when some bound wire has type T, else the least, over primitives with result T, of 1 (their
+    cost) plus the largest bound of their parameter types. The largest, not the sum: two parameters may be made
+    by one shared chain. Every completion binds the goal wire with a primitive whose arguments exist by then, so
+    neither figure can exceed what a completion spends.
+    """
+    prims = world.spec.primitives
+    types = [t for t, _ in world.spec.types]
+    inf = float("inf")
+
+    def bound(state):
+        have = {t for _, t, _, _ in state.wires}
+        steps = {t: (0 if t in have else inf) for t in types}
+        cost = {t: (0 if t in have else inf) for t in types}
+        for _ in range(len(types)):
+            changed = False
+            for p in prims:
+                ps = 1 + max((steps[t] for t in p.params), default=0)
+                pc = p.cost + max((cost[t] for t in p.params), default=0)
+                if ps < steps[p.result]:
+                    steps[p.result], changed = ps, True
+                if pc < cost[p.result]:
+                    cost[p.result], changed = pc, True
+            if not changed:
+                break
+        goal = world.spec.goal_type
+        best_s = min((1 + max((steps[t] for t in p.params), default=0) for p in prims if p.result == goal), default=inf)
+        best_c = min((p.cost + max((cost[t] for t in p.params), default=0) for p in prims if p.result == goal),
+                     default=inf)
+        return best_s, best_c
+
+    return bound
+
+
+def _reader_bound(world: World):
+    """``need(state) -> steps``: under ``no_dead_wires``, a lower bound on the bindings still needed to carry every
+    unread wire into the goal wire's binding (infinite when some unread wire can never get there).
+
+    Every bound wire but the goal wire must be read by a later binding, whose wire in turn must be read, so each
+    unread wire of type T needs a chain of primitives from T to the goal type; only primitives a ``max_uses``
+    rule has not used up can be in it (uses only grow). For T the least chain length is 1 over a primitive with
+    a T parameter and the goal type as result, else 1 plus the least for that primitive's result type.
+    """
+    spec = world.spec
+    limits = dict(spec.max_uses)
+    types = [t for t, _ in spec.types]
+    inputs = {n for n, _ in spec.inputs}
+    inf = float("inf")
+
+    def need(state) -> float:
+        live = [p for p in spec.primitives if state.count(p.name) < limits.get(p.name, inf)]
+        h = {t: inf for t in types}
+        for _ in range(len(types) + 1):
+            changed = False
+            for p in live:
+                via = 1 if p.result == spec.goal_type else 1 + h[p.result]
+                for t in set(p.params):
+                    if via < h[t]:
+                        h[t], changed = via, True
+            if not changed:
+                break
+        read = set(state.read)
+        return max((h[t] for n, t, _, _ in state.wires
+                    if n not in inputs and n != spec.goal_wire and n not in read), default=0)
+
+    return need
+
+
 def enumerate_programs(world: World, bounds: Bounds | None = None) -> Enumeration:
     """All valid programs of a dataflow ``world`` within ``bounds`` (and its budget), in canonical form."""
     if not isinstance(world, World) or world.family != "dataflow":
@@ -68,6 +143,8 @@ def enumerate_programs(world: World, bounds: Bounds | None = None) -> Enumeratio
     spec = world.spec
     arity = max((len(p.params) for p in spec.primitives), default=0)
     memo: dict[tuple, tuple[tuple[str, ...], ...]] = {}
+    goal_bound = _goal_bounds(world)
+    reader_bound = _reader_bound(world)
 
     def suffixes(state, k, c):
         key = (state, k, c)
@@ -80,6 +157,11 @@ def enumerate_programs(world: World, bounds: Bounds | None = None) -> Enumeratio
             acc.append(())
         ended = bound and spec.no_dead_wires  # nothing after the goal wire could be read
         feasible = bound or not spec.no_dead_wires or _unread(world, state) <= arity + max(0, (k - 1) * (arity - 1))
+        if feasible and not bound and k > 0:
+            need_steps, need_cost = goal_bound(state)
+            feasible = need_steps <= k and need_cost <= c  # the goal wire cannot be bound in time otherwise
+            if feasible and spec.no_dead_wires:
+                feasible = reader_bound(state) <= k  # some unread wire cannot reach the goal wire in time
         if k > 0 and not ended and feasible:
             i = max_steps - k
             for bnd in program_alphabet(world, state, i):

@@ -57,6 +57,9 @@ from ._construct import build_pair
 from ._signature import motif_signature
 from ._structure import production_edges, subject_of
 from ._tiers import (
+    DATAFLOW_TIERS,
+    DataflowTierParams,
+    dataflow_tier_params,
     SCHEDULE_TIERS,
     TIERS,
     ScheduleTierParams,
@@ -72,9 +75,9 @@ __all__ = ["GENERATOR_VERSION", "GenerationResult", "generate_pairs", "GENERATED
 #: Version of the generator; part of every generated manifest and of every draw's random stream.
 GENERATOR_VERSION = "worlds.generate/1"
 #: Families the generator can draw.
-GENERATED_FAMILIES = ("token_workshop", "schedule")
+GENERATED_FAMILIES = ("token_workshop", "schedule", "dataflow")
 #: Tiers the generator draws for each family: those its bases can measure as (``_tiers``).
-GENERATED_TIERS = {"token_workshop": TIERS, "schedule": SCHEDULE_TIERS}
+GENERATED_TIERS = {"token_workshop": TIERS, "schedule": SCHEDULE_TIERS, "dataflow": DATAFLOW_TIERS}
 #: Solutions above this many make a base unusable (the audits enumerate them all).
 MAX_TARGET_SOLUTIONS = 2000
 #: Source variants drawn per side per draw (token_workshop; see ``_SOURCE_VARIANTS`` for each family).
@@ -336,16 +339,17 @@ def _schedule_source_overrides(base_raw: Mapping[str, Any], rng: random.Random) 
 
 _DRAW_WORLD = {"token_workshop": _draw_token_world, "schedule": _draw_schedule_world}
 _DRAW_SOURCE = {"token_workshop": _token_source_overrides, "schedule": _schedule_source_overrides}
-_TIER_PARAMS = {"token_workshop": token_tier_params, "schedule": schedule_tier_params}
+_TIER_PARAMS = {"token_workshop": token_tier_params, "schedule": schedule_tier_params,
+                "dataflow": dataflow_tier_params}
 #: Source variants drawn per draw, per family: a schedule source variant is dearer to enumerate (every start
 #: time of every task is a step), and its variant space is small, so fewer are drawn.
-_SOURCE_VARIANTS = {"token_workshop": SOURCE_VARIANTS, "schedule": 12}
+_SOURCE_VARIANTS = {"token_workshop": SOURCE_VARIANTS, "schedule": 12, "dataflow": 8}
 #: Families whose source variants are enumerated only up to the longest demonstration kept (optimum + 1 steps):
 #: the same candidates, found faster, and a variant is refused as too large only for its short solutions.
 #: (token_workshop enumerates its variants whole, as its frozen pairs were drawn.)
 _SOURCE_STEPS_BOUNDED = frozenset({"schedule"})
 #: Pair id code of each family (``GEN-<code>-<tier>-<seed>-<draw>``).
-_PAIR_CODE = {"token_workshop": "TW", "schedule": "SCH"}
+_PAIR_CODE = {"token_workshop": "TW", "schedule": "SCH", "dataflow": "DF"}
 
 
 def _job_depth(task: str) -> int:
@@ -481,6 +485,8 @@ def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCoun
     rng = random.Random(stream)
     tp = _TIER_PARAMS[family](tier)
     pair_id = f"GEN-{_PAIR_CODE[family]}-{tier}-{seed}-{index:04d}"
+    if family == "dataflow":
+        return _draw_dataflow(seed, tier, index, stream, rng, tp, pair_id, token_counts, refused)
     base_raw = _DRAW_WORLD[family](rng, tp, f"B-{rng.randrange(16**6):06x}")
     try:
         base = world_from_mapping(base_raw, source=f"<generated base of {pair_id}>")
@@ -541,6 +547,216 @@ def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCoun
     inter = interchangeable_edges(base, enum.solutions, motif, facts["source_worlds"]["C"], c_demo.base_steps)
     ff, cf = _freq(base, fs), _freq(base, cs)
     residual = {k: ff[k] - cf[k] for k in sorted(set(ff) | set(cf)) if ff[k] != cf[k]}
+    _generator_fields(manifest, family=family, seed=seed, tier=tier, index=index, stream=stream, tp=tp,
+                      props=props, optimum=enum.optimal_length, lengths=(len(fs), len(cs)), audited=audited,
+                      inter=inter, residual=residual, exposure_distance=exposure_distance)
+    return dataclasses.replace(pair, manifest=manifest), spec
+
+
+# ---------------------------------------------------------------- dataflow
+
+
+#: Operations of the pipeline's stage and decoy primitives (the tap stage is always ``sub``: swapping its
+#: arguments changes the program, so the argument position of the tap edge is a real choice).
+_DF_STAGE_OPS = ("add", "sub", "mul", "max", "min")
+
+
+def _df_run(raw: Mapping[str, Any], program: Sequence[tuple[str, str, tuple[str, ...]]]) -> list[int]:
+    """The goal wire's value on every case of ``raw`` when ``program`` (target, primitive, args) runs."""
+    from ._dataflow import evaluate
+
+    prims = {p["name"]: p for p in raw["primitives"]}
+    out = []
+    for case in raw["goal"]["cases"]:
+        val = dict(case["inputs"])
+        for target, name, args in program:
+            p = prims[name]
+            val[target] = evaluate(p["op"], tuple(val[a] for a in args), raw["types"][p["result"]], p.get("value", 0))
+        out.append(val[program[-1][0]])
+    return out
+
+
+def _draw_dataflow_world(rng: random.Random, tp: DataflowTierParams, wid: str):
+    """A dataflow base: a typed pipeline ``s0 -> s1 -> ... -> sL`` of stage primitives over inputs ``a``, ``b``
+    (type ``s0``) and a tap input ``c`` of a middle type ``sj``, whose stage ``j + 1`` subtracts ``c`` from the
+    pipeline's wire; decoy primitives loop on a middle stage type (``s_i`` and an input to ``s_i``), so every
+    program that uses one is a binding longer than the pipeline. The goal is
+    stated by the reference program's values on drawn input vectors. Returns (mapping, reference program,
+    tap stage index j)."""
+    length = rng.randint(*tp.chain)
+    types = {f"s{i}": rng.randint(*tp.moduli) for i in range(length + 1)}
+    j = rng.randint(1, length - 1)
+    inputs = {"a": "s0", "b": "s0", "c": f"s{j}"}
+    prims: list[dict] = []
+    program: list[tuple[str, str, tuple[str, ...]]] = []
+    prev = ""
+    for i in range(1, length + 1):
+        name = f"stage{i}"
+        if i == 1:
+            params, op, args = ["s0", "s0"], rng.choice(_DF_STAGE_OPS), ("a", "b")
+        elif i == j + 1:
+            params, op, args = [f"s{j}", f"s{j}"], "sub", (prev, "c")
+        else:
+            params, op, args = [f"s{i - 1}", "s0"], rng.choice(_DF_STAGE_OPS), (prev, rng.choice("ab"))
+        prims.append({"name": name, "op": op, "params": params, "result": f"s{i}", "cost": rng.randint(1, 2)})
+        prev = "out" if i == length else f"w{i}"
+        program.append((prev, name, args))
+    for k in range(tp.decoys):
+        i = rng.randint(1, length - 1)
+        prims.append({"name": f"aux{k}", "op": rng.choice(_DF_STAGE_OPS), "params": [f"s{i}", "s0"],
+                      "result": f"s{i}", "cost": 1})
+    space = [(x, y, z) for x in range(types["s0"]) for y in range(types["s0"]) for z in range(types[f"s{j}"])]
+    cases = [{"inputs": {"a": x, "b": y, "c": z}, "expect": 0} for x, y, z in rng.sample(space, tp.cases)]
+    raw: dict[str, Any] = {
+        "schema_version": 1, "id": wid, "family": "dataflow", "title": "generated pipeline",
+        "budget": {"max_steps": length + tp.step_slack,
+                   "max_cost": sum(p["cost"] for p in prims[:length]) + tp.cost_slack,
+                   "max_depth": length + tp.depth_slack},
+        "types": types, "inputs": inputs, "primitives": prims,
+        "goal": {"wire": "out", "type": f"s{length}", "cases": cases},
+        "constraints": [{"kind": "no_dead_wires"}]
+                       + ([{"kind": "max_uses", "primitive": p["name"], "limit": 1} for p in prims]
+                          if tp.stage_caps else []),
+    }
+    for case, v in zip(cases, _df_run(raw, program)):
+        case["expect"] = v
+    return raw, program, j
+
+
+def _df_source_overrides(base_raw: Mapping[str, Any], program, j: int, rng: random.Random) -> dict | None:
+    """One source variant: the reference program changed by 1-2 moves (the tap stage's arguments swapped,
+    ``a`` and ``b`` exchanged in a stage, a loop decoy inserted after a stage), its values on the base's cases
+    as the new expected values. None when the moves change nothing."""
+    prog = [list(x) for x in program]
+    prims = {p["name"]: p for p in base_raw["primitives"]}
+    loops = [p for p in base_raw["primitives"] if p["name"].startswith("aux") and p["params"][0] != "s0"]
+    for move in rng.sample(["swap_tap", "swap_input", "loop"], rng.randint(1, 2)):
+        if move == "swap_tap":
+            x, y = prog[j][2]
+            prog[j][2] = (y, x)
+        elif move == "swap_input":
+            k = rng.randrange(len(prog))
+            prog[k][2] = tuple({"a": "b", "b": "a"}.get(a, a) for a in prog[k][2])
+        elif move == "loop" and loops:
+            p = rng.choice(loops)
+            at = next((i for i, (_, nm, _) in enumerate(prog) if prims[nm]["result"] == p["params"][0]), None)
+            if at is not None:
+                wire = prog[at][0]
+                new = f"{wire}x"
+                prog.insert(at + 1, [new, p["name"], (wire, rng.choice("ab"))])
+                for later in prog[at + 2:]:
+                    later[2] = tuple(new if a == wire else a for a in later[2])
+    values = _df_run(base_raw, [tuple(x) for x in prog])
+    goal = copy.deepcopy(dict(base_raw["goal"]))
+    for case, v in zip(goal["cases"], values):
+        case["expect"] = v
+    if goal == base_raw["goal"]:
+        return None
+    return {"goal": goal}
+
+
+def _draw_dataflow(seed: int, tier: str, index: int, stream: str, rng: random.Random, tp: DataflowTierParams,
+                   pair_id: str, token_counts: TokenCounts, refused: Counter) -> tuple[Pair, PairSpec]:
+    """One dataflow draw (the steps of the module docstring, with the program machinery of ``_dataflow_pairs``)."""
+    from ._dataflow_pairs import (build_dataflow_pair, dataflow_manifest, dataflow_tier_properties,
+                                  program_copy_audit, program_edges, program_signature, solutions_of)
+
+    base_raw, program, j = _draw_dataflow_world(rng, tp, f"B-{rng.randrange(16**6):06x}")
+    try:
+        base = world_from_mapping(base_raw, source=f"<generated base of {pair_id}>")
+    except WorldsError as exc:
+        raise _Reject("base:invalid_world", str(exc)) from None
+    try:
+        enum = solutions_of(base, Bounds(max_solutions=MAX_TARGET_SOLUTIONS))
+    except EnumerationLimitError:
+        raise _Reject("base:too_many_solutions") from None
+    if not enum.solutions:
+        raise _Reject("base:no_bounded_solution")
+    props = dataflow_tier_properties(base, enum)
+    got = tier_of(props)
+    if got != tier:
+        raise _Reject("base:measured_tier_differs", f"measured {got}")
+    edges = [program_edges(base, s) for s in enum.solutions]
+    required = sorted(frozenset.intersection(*edges))
+    if not required:
+        raise _Reject("base:no_motif_held_by_every_solution")
+    tap = (f"stage{j}", "arg1", f"stage{j + 1}")
+    motif = min(required, key=lambda e: (e != tap, e))
+    sigs = {program_signature(base, s) for s in enum.solutions}
+    cands = _Candidates()
+    seen: set = set()
+    for _ in range(_SOURCE_VARIANTS["dataflow"]):
+        ov = _df_source_overrides(base_raw, program, j, rng)
+        if ov is None:
+            cands.refused["source:invalid_or_unchanged"] += 1
+            continue
+        if repr(ov) in seen:
+            continue
+        seen.add(repr(ov))
+        src_raw = copy.deepcopy(base_raw)
+        src_raw.update(copy.deepcopy(ov))
+        src_raw["id"], src_raw["title"] = "D-000000", "source instance D-000000"
+        src = world_from_mapping(src_raw, source=f"<generated source of {pair_id}>")
+        try:
+            sols = solutions_of(src, Bounds(max_steps=enum.optimal_length + 1,
+                                            max_solutions=MAX_TARGET_SOLUTIONS)).solutions
+        except EnumerationLimitError:
+            cands.refused["source:too_many_solutions"] += 1
+            continue
+        if not sols:
+            cands.refused["source:no_solution"] += 1
+            continue
+        for sol in sols:
+            if not enum.optimal_length <= len(sol) <= enum.optimal_length + 1:
+                cands.refused["demo:length_not_optimum_or_one_more"] += 1
+                continue
+            (cands.f if motif in program_edges(src, sol) else cands.c).append((sol, ov, src))
+    refused.update(cands.refused)
+    audited: Counter = Counter()
+
+    def audit(cand, side):
+        steps, _, src = cand
+        why = program_copy_audit(src, steps, base, sigs, enum.solutions)
+        if why is not None:
+            audited[_copy_kind(why)] += 1
+            return why
+        if side == "C" and interchangeable_edges(base, enum.solutions, motif, src, steps):
+            audited["demo:c_interchangeable_with_motif"] += 1
+            return "interchangeable"
+        audited["passed"] += 1
+        return None
+
+    if not cands.f:
+        raise _Reject("demo:no_f_candidate_of_comparable_length")
+    if not cands.c:
+        raise _Reject("demo:no_c_candidate_of_comparable_length")
+    picked = _pick(base, cands, audit)
+    refused.update(audited)
+    if picked is None:
+        raise _Reject("demo:no_f_c_pair_passes_the_audits")
+    (fs, fov), (cs, cov), exposure_distance = picked
+    spec = PairSpec(
+        pair_id=pair_id, base=Path(f"<generated:{stream}>"), f_seed=rng.randrange(2**31),
+        c_seed=rng.randrange(2**31), f_source=fov, c_source=cov, f_demo=tuple(fs), c_demo=tuple(cs),
+        motif=motif, source=f"<generated:{stream}>", base_raw=base_raw,
+    )
+    try:
+        pair, facts = build_dataflow_pair(spec)
+    except PairConstructionError as exc:
+        raise _Reject("construction:build_pair_refused", str(exc)) from None
+    manifest = dataflow_manifest(pair, facts, token_counts=token_counts)
+    ff, cf = _freq(base, fs), _freq(base, cs)
+    residual = {k: ff[k] - cf[k] for k in sorted(set(ff) | set(cf)) if ff[k] != cf[k]}
+    _generator_fields(manifest, family="dataflow", seed=seed, tier=tier, index=index, stream=stream, tp=tp,
+                      props=props, optimum=enum.optimal_length, lengths=(len(fs), len(cs)), audited=audited,
+                      inter=[], residual=residual, exposure_distance=exposure_distance)
+    manifest["generator"]["reference_program"] = [f"{t} = {n}({', '.join(a)})" for t, n, a in program]
+    return dataclasses.replace(pair, manifest=manifest), spec
+
+
+def _generator_fields(manifest: dict, *, family, seed, tier, index, stream, tp, props, optimum, lengths, audited,
+                      inter, residual, exposure_distance) -> None:
+    """The generator's additions to a pair manifest (version, parameters, tier, audits, exposure residual)."""
     manifest["eligibility"] = "development_generated"
     manifest["generator"] = {
         "version": GENERATOR_VERSION,
@@ -556,14 +772,13 @@ def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCoun
     manifest["tier"] = {"name": tier, "properties": props}
     manifest["copy_audit"] = {
         "transformations": list(COPY_TRANSFORMATIONS),
-        "optimum": enum.optimal_length,
-        "demonstration_lengths": {"F": len(fs), "C": len(cs)},
-        "copies_are_candidates": min(len(fs), len(cs)) >= enum.optimal_length,
+        "optimum": optimum,
+        "demonstration_lengths": {"F": lengths[0], "C": lengths[1]},
+        "copies_are_candidates": min(lengths) >= optimum,
         "candidates_audited": dict(sorted(audited.items())),
     }
     manifest["interchangeable_edges"] = [f"{a} -{b}-> {c}" for a, b, c in inter]
     manifest["exposure_residual"] = {"demonstration_uses_f_minus_c": residual, "l1": exposure_distance}
-    return dataclasses.replace(pair, manifest=manifest), spec
 
 
 def generate_pairs(family: str, seed: int, n: int, tier: str, *, max_draws: int | None = None,

@@ -128,6 +128,10 @@ def motif_signature(world: World, solution: Sequence[Step | str]) -> tuple:
     A hashable tuple with one entry per step: (primitive label, argument labels,
     positions of the earlier steps it directly depends on).
     """
+    if world.family == "dataflow":  # programs: see ``_dataflow_pairs.program_signature``
+        from ._dataflow_pairs import program_signature
+
+        return program_signature(world, solution)
     steps = _as_steps(solution)
     n = len(steps)
     deps = _dependency(world, steps)

@@ -2,7 +2,8 @@
 
 Production edges are type-level dependencies a solution realizes (which
 primitive's output a later step consumes or holds as a catalyst; for
-schedules, which predecessor a task follows on the same or another machine).
+schedules, which predecessor a task follows on the same or another machine; for
+dataflow programs, which primitive's wire a later binding reads at which argument).
 The isomorphism certificate proves two replicas of one base equal under their
 explicit label bijection.  The structure hash identifies a base world's
 latent structure whatever its declaration order, id or title.
@@ -43,6 +44,10 @@ def production_edges(world: World, solution: Sequence[str]) -> frozenset[tuple[s
     of the solution produced.  schedule: (predecessor task, "same_machine" |
     "cross_machine", task) for each precedence the solution realizes.
     """
+    if world.family == "dataflow":
+        from ._dataflow_pairs import program_edges
+
+        return program_edges(world, solution)
     steps = [one_step(s) for s in solution]
     out: set[tuple[str, str, str]] = set()
     if world.family == "token_workshop":
@@ -83,7 +88,14 @@ def one_step(s: str | Step) -> Step:
 
 
 def subject_of(world: World, step: str) -> str:
-    """What a step exposes: its recipe (token_workshop) or its task (schedule)."""
+    """What a step exposes: its recipe (token_workshop), its task (schedule) or its primitive (a dataflow binding)."""
+    if world.family == "dataflow":
+        from ._dataflow import parse_program
+
+        got = parse_program(step)
+        if not got.ok or len(got.steps) != 1:
+            raise PairConstructionError(f"not a single binding in the program grammar: {step!r}")
+        return got.steps[0].name
     st = one_step(step)
     return st.name if world.family == "token_workshop" else f"start:{st.args[0]}"
 

@@ -49,6 +49,9 @@ __all__ = [
     "TierParams",
     "distractor_entities",
     "schedule_tier_params",
+    "DATAFLOW_TIERS",
+    "DataflowTierParams",
+    "dataflow_tier_params",
     "tier_of",
     "tier_properties",
     "token_tier_params",
@@ -146,6 +149,47 @@ def schedule_tier_params(tier: str) -> ScheduleTierParams:
     if tier not in _SCHEDULE:
         raise WorldsError(f"unknown tier {tier!r}; schedule tiers are {', '.join(SCHEDULE_TIERS)}")
     return _SCHEDULE[tier]
+
+
+@dataclass(frozen=True)
+class DataflowTierParams:
+    """Draw parameters of a generated dataflow base (a typed pipeline with a tap; see ``_generate``).
+
+    chain: range of the pipeline's length (stage primitives; the optimum).
+    moduli: range of each value type's modulus.
+    decoys: decoy primitives (loops on a middle stage type).
+    cases: input vectors the goal is stated on.
+    step_slack, cost_slack, depth_slack: budget above the reference program's length, cost and depth.
+    stage_caps: whether ``max_uses`` rules cap every primitive (stages and decoys) at one use (the pipeline is then
+        a chain, and the enumeration does not branch into parallel copies of a stage).
+    """
+
+    chain: tuple[int, int]
+    moduli: tuple[int, int]
+    decoys: int
+    cases: int
+    step_slack: int
+    cost_slack: int
+    depth_slack: int
+    stage_caps: bool
+
+
+#: Tiers a dataflow base is drawn for: optimum 3 / 4 / 5 (the pipeline) with 1 / 2 / 3 decoy primitives, which no
+#: optimal program uses, so each tier's draws measure as it through ``distractor_primitives``.
+DATAFLOW_TIERS = TIERS
+
+_DATAFLOW = {
+    "T1": DataflowTierParams((3, 3), (5, 7), 1, 6, 0, 1, 0, True),
+    "T2": DataflowTierParams((4, 4), (5, 7), 2, 6, 0, 1, 0, True),
+    "T3": DataflowTierParams((5, 5), (5, 7), 3, 6, 0, 1, 0, True),
+}
+
+
+def dataflow_tier_params(tier: str) -> DataflowTierParams:
+    """The dataflow draw parameters of ``tier``."""
+    if tier not in _DATAFLOW:
+        raise WorldsError(f"unknown tier {tier!r}; dataflow tiers are {', '.join(DATAFLOW_TIERS)}")
+    return _DATAFLOW[tier]
 
 
 #: Families whose tier counts distractor entities rather than distractor primitives (see the module docstring).

@@ -6,10 +6,17 @@
   the target flags the pair: the fixture must be rejected before any model
   outcome is seen.
 * random: ``random_samples`` sequences of grounded steps of the target, each
-  of a uniform length from 1 to the step cap; the share that is VALID.
+  of a uniform length from 1 to the step cap; the share that is VALID. For a
+  dataflow target a sample is a program of that length whose binding *i*
+  binds ``w<i+1>`` (the last binds the goal wire), each with a uniform
+  primitive and uniform arguments among the inputs and the wires bound before
+  it (types are not consulted: the sampler knows the names, not the rules).
 * greedy: from s0, repeatedly take the legal step that most increases goal
   progress (then lowest cost, then name) until the goal holds, no step is
-  legal, or the step cap is reached; whether the result is VALID.
+  legal, or the step cap is reached; whether the result is VALID. Dataflow
+  progress: the number of cases on which the best wire of the goal type holds
+  the expected value (the goal wire, once bound, counts double, so a complete
+  match is taken at once); steps are the type-correct bindings of the state.
 """
 
 from __future__ import annotations
@@ -62,7 +69,7 @@ def copy_baseline(target: worlds.World, demonstrations: Sequence[tuple[worlds.Wo
     signature), relabelled onto a bounded target solution, reordered into
     one, or reordered and relabelled.
     """
-    solutions = worlds.enumerate_solutions(target).solutions
+    solutions = worlds.bounded_solutions(target).solutions
     signatures = {worlds.motif_signature(target, solution) for solution in solutions}
     found = []
     for index, (demo_world, steps) in enumerate(demonstrations):
@@ -75,6 +82,8 @@ def copy_baseline(target: worlds.World, demonstrations: Sequence[tuple[worlds.Wo
 def random_baseline(target: worlds.World, samples: int, seed: int) -> int:
     """How many of ``samples`` seeded random grounded-step sequences are VALID."""
     rng = random.Random(f"{seed}:random:{target.id}")
+    if target.family == "dataflow":
+        return _random_programs(target, samples, rng)
     alphabet = [s.render() for s in worlds.grounded_steps(target)]
     valid = 0
     for _ in range(samples):
@@ -83,8 +92,33 @@ def random_baseline(target: worlds.World, samples: int, seed: int) -> int:
     return valid
 
 
+def _random_programs(target: worlds.World, samples: int, rng: random.Random) -> int:
+    spec = target.spec
+    names = sorted(p.name for p in spec.primitives)
+    arity = {p.name: len(p.params) for p in spec.primitives}
+    inputs = sorted(n for n, _ in spec.inputs)
+    valid = 0
+    for _ in range(samples):
+        length = rng.randint(1, target.budget.max_steps)
+        wires, lines = list(inputs), []
+        for i in range(length):
+            name = rng.choice(names)
+            wire = spec.goal_wire if i == length - 1 else f"w{i + 1}"
+            lines.append(f"{wire} = {name}({', '.join(rng.choice(wires) for _ in range(arity[name]))})")
+            wires.append(wire)
+        valid += worlds.check(target, _text(lines)).ok
+    return valid
+
+
 def _progress(world: worlds.World, state: Any) -> int:
     spec = world.spec
+    if world.family == "dataflow":
+        best = 0
+        for name, typ, _, values in state.wires:
+            if typ == spec.goal_type:
+                hits = sum(v == e for v, e in zip(values, spec.expect))
+                best = max(best, 2 * hits if name == spec.goal_wire else hits)
+        return best
     if world.family == "token_workshop":
         return sum(min(state.count(token), need) for token, need in spec.goal)
     if world.family == "schedule":
@@ -94,11 +128,16 @@ def _progress(world: worlds.World, state: Any) -> int:
 
 def greedy_baseline(target: worlds.World) -> tuple[tuple[str, ...], worlds.CheckResult]:
     """The greedy step sequence and its check result."""
-    alphabet = sorted(s.render() for s in worlds.grounded_steps(target))
+    programs = target.family == "dataflow"
+    alphabet = [] if programs else sorted(s.render() for s in worlds.grounded_steps(target))
     family = worlds.get_family(target.family)
     steps: list[str] = []
     state = target.initial_state
     while len(steps) < target.budget.max_steps and not family.goal(target, state):
+        if programs:
+            if state.wire(target.spec.goal_wire) is not None:
+                break  # the goal wire is bound (wrongly): nothing can change it
+            alphabet = sorted(b.render() for b in worlds.program_alphabet(target, state, len(steps)))
         options = []
         for step in alphabet:
             result = worlds.check(target, _text([*steps, step]))

@@ -7,7 +7,12 @@
   world, each the JSON text of the world mapping the suite built its
   ``worlds.World`` from (declaration order kept, ASCII-escaped);
 * ``grading/reference.py``: a byte copy of ``worlds/_reference.py``, the
-  standard-library reference interpreter written independently of the checker.
+  standard-library reference interpreter written independently of the checker;
+* ``grading/dataflow_reference.py``, when a run has dataflow targets: a byte
+  copy of ``worlds/_dataflow_reference.py``, the program interpreter the first
+  one hands dataflow worlds to (index key ``program_interpreter``; the
+  rescorer loads the two as one package, so its relative import resolves to
+  the run's own copy).
 
 The index holds, per file, its sha256; per unit, the world file and the inputs
 its expected answer follows from (P: the legal prefix, the probe and the kind;
@@ -35,6 +40,9 @@ GRADING_SCHEMA_VERSION = 1
 #: The reference interpreter copied into the run directory.
 REFERENCE_SOURCE = Path(worlds.__file__).resolve().parent / "_reference.py"
 REFERENCE_FILE = f"{GRADING_DIR}/reference.py"
+#: The dataflow program interpreter copied beside it when a run has dataflow targets.
+PROGRAM_REFERENCE_SOURCE = Path(worlds.__file__).resolve().parent / "_dataflow_reference.py"
+PROGRAM_REFERENCE_FILE = f"{GRADING_DIR}/dataflow_reference.py"
 
 
 def world_text(raw: Mapping[str, Any]) -> str:
@@ -104,9 +112,13 @@ def grading_material(units: Sequence[Any], items: Mapping[str, Sequence[Mapping[
                 "demonstrations": demos}
     texts = dict(files.texts)
     texts[REFERENCE_FILE] = REFERENCE_SOURCE.read_text(encoding="utf-8")
+    programs = any(pair.family == "dataflow" for pair in pairs)
+    if programs:
+        texts[PROGRAM_REFERENCE_FILE] = PROGRAM_REFERENCE_SOURCE.read_text(encoding="utf-8")
     index = {
         "schema_version": GRADING_SCHEMA_VERSION,
         "interpreter": REFERENCE_FILE,
+        **({"program_interpreter": PROGRAM_REFERENCE_FILE} if programs else {}),
         "files": {name: sha256_bytes(text.encode("utf-8")) for name, text in sorted(texts.items())},
         "units": index_units,
         "pairs": index_pairs,

@@ -57,6 +57,7 @@ import re
 import statistics
 import sys
 import tomllib
+import types
 from pathlib import Path
 
 COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
@@ -378,18 +379,32 @@ def read_json(path):
         raise Unreadable(f"{path}: unreadable ({type(exc).__name__}: {exc})".replace("\n", " ")) from None
 
 
-def load_interpreter(path):
-    """The reference interpreter copied into the run directory, loaded by path (standard library only)."""
-    spec = importlib.util.spec_from_file_location("cwr_run_reference_interpreter", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise Unreadable(f"{path}: the reference interpreter does not load ({type(exc).__name__}: {exc})") from None
+def load_interpreter(path, program_path=None):
+    """The reference interpreter copied into the run directory, loaded by path (standard library only).
+
+    With ``program_path`` (the run's copy of the dataflow program interpreter) both are loaded as modules of one
+    package, so that the first one's relative import of the second finds the run's own copy."""
+    package = f"cwr_run_reference_{len(sys.modules)}"
+    holder = types.ModuleType(package)
+    holder.__path__ = []
+    sys.modules[package] = holder
+
+    def load(name, where):
+        spec = importlib.util.spec_from_file_location(f"{package}.{name}", where)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise Unreadable(f"{where}: the reference interpreter does not load ({type(exc).__name__}: {exc})") from None
+        return module
+
+    module = load("_reference", path)
     for name in ("replay", "_TokenRef", "_ScheduleRef"):
         if not hasattr(module, name):
             raise Unreadable(f"{path}: the reference interpreter lacks {name}; the run directory is damaged")
+    if program_path is not None and not hasattr(load("_dataflow_reference", program_path), "replay"):
+        raise Unreadable(f"{program_path}: the program interpreter lacks replay; the run directory is damaged")
     return module
 
 
@@ -413,7 +428,12 @@ class Grader:
         if self.actual_sha.get(interpreter) != files.get(interpreter):
             raise Unreadable(f"{self.inside(interpreter)}: differs from the sha256 grading.json records; "
                              "the run's reference interpreter cannot be trusted")
-        self.ref = load_interpreter(self.inside(interpreter))
+        program = index.get("program_interpreter")
+        if program is not None and self.actual_sha.get(program) != files.get(program):
+            raise Unreadable(f"{self.inside(program)}: differs from the sha256 grading.json records; "
+                             "the run's program interpreter cannot be trusted")
+        self.ref = load_interpreter(self.inside(interpreter), None if program is None else self.inside(program))
+        self.programs = program is not None
         self.worlds = {}
 
     def inside(self, name):
@@ -428,8 +448,11 @@ class Grader:
     def world(self, name):
         if name not in self.worlds:
             raw = read_json(self.inside(name))
-            if not isinstance(raw, dict) or raw.get("family") not in ("token_workshop", "schedule"):
-                raise Unreadable(f"{self.inside(name)}: not a token_workshop or schedule world mapping")
+            families = ("token_workshop", "schedule") + (("dataflow",) if self.programs else ())
+            if not isinstance(raw, dict) or raw.get("family") not in families:
+                raise Unreadable(f"{self.inside(name)}: not a {' or '.join(families)} world mapping"
+                                 + ("" if self.programs else " (a dataflow world needs grading.json's "
+                                    "program_interpreter)"))
             self.worlds[name] = raw
         return self.worlds[name]
 
@@ -686,10 +709,178 @@ def primitive_names(raw):
     return {"start"} if raw["family"] == "schedule" else {recipe["name"] for recipe in raw["recipes"]}
 
 
+# --------------------------------------------------------------------------- copy baseline, dataflow programs
+
+_BINDING = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*([A-Za-z_]\w*)\s*\((.*)\)\s*", re.ASCII)
+
+
+def binding_of(line):
+    """(wire bound, primitive, argument names) of one rendered binding."""
+    m = _BINDING.fullmatch(line)
+    if m is None:
+        raise Unreadable(f"grading.json: {line!r} is not a binding NAME = primitive(args)")
+    inner = m.group(3).strip()
+    return m.group(1), m.group(2), tuple(a.strip() for a in inner.split(",")) if inner else ()
+
+
+def program_text(bindings):
+    return "".join(f"{t} = {n}({', '.join(a)})\n" for t, n, a in bindings)
+
+
+def program_solutions(grader, name):
+    """Every valid program of a dataflow world within its budget, in canonical form (binding i binds the goal
+    wire or w<i+1>), found over types, use counts and depths and confirmed by the run's interpreter.
+
+    Pruned where no completion can exist: the goal wire is bound last when every other wire must be read; a
+    goal-typed wire needs a primitive chain from the bound types (its least length and cost, each primitive
+    counted as the largest of what its parameters need); every unread wire needs a chain into the goal wire's
+    binding through primitives not used up."""
+    raw = grader.world(name)
+    prims = raw["primitives"]
+    limit = {c["primitive"]: c["limit"] for c in raw.get("constraints", []) if c["kind"] == "max_uses"}
+    no_dead = any(c["kind"] == "no_dead_wires" for c in raw.get("constraints", []))
+    goal, budget = raw["goal"], raw["budget"]
+    kinds = list(raw["types"])
+    huge = 10 ** 9
+    found = []
+
+    def least(have, uses):
+        steps = {t: 0 if t in have else huge for t in kinds}
+        cost = dict(steps)
+        for _ in kinds:
+            for p in prims:
+                need_s = max([steps[t] for t in p.get("params", [])] + [0]) + 1
+                need_c = max([cost[t] for t in p.get("params", [])] + [0]) + p["cost"]
+                steps[p["result"]] = min(steps[p["result"]], need_s)
+                cost[p["result"]] = min(cost[p["result"]], need_c)
+        into = {t: huge for t in kinds}
+        for _ in range(len(kinds) + 1):
+            for p in prims:
+                if uses.get(p["name"], 0) >= limit.get(p["name"], huge):
+                    continue
+                via = 1 if p["result"] == goal["type"] else into[p["result"]] + 1
+                for t in p.get("params", []):
+                    into[t] = min(into[t], via)
+        last = [p for p in prims if p["result"] == goal["type"]]
+        return (min([max([steps[t] for t in p.get("params", [])] + [0]) + 1 for p in last] + [huge]),
+                min([max([cost[t] for t in p.get("params", [])] + [0]) + p["cost"] for p in last] + [huge]), into)
+
+    def walk(program, wires, uses, read, spent):
+        bound = goal["wire"] in wires
+        if bound:
+            if grader.replay(name, [f"{t} = {n}({', '.join(a)})" for t, n, a in program]).status == "VALID":
+                found.append(tuple(f"{t} = {n}({', '.join(a)})" for t, n, a in program))
+            if no_dead:
+                return
+        left = budget["max_steps"] - len(program)
+        if left == 0:
+            return
+        if not bound:
+            steps, cost, into = least({w[0] for w in wires.values()}, uses)
+            if steps > left or cost > budget["max_cost"] - spent:
+                return
+            if no_dead and any(into[w[0]] > left for v, w in wires.items()
+                               if v not in raw["inputs"] and v not in read):
+                return
+        binders = [f"w{len(program) + 1}"] + ([] if bound else [goal["wire"]])
+        for target in sorted(binders):
+            if target == f"w{len(program) + 1}" and left == 1 and not bound:
+                continue
+            for p in sorted(prims, key=lambda q: q["name"]):
+                if uses.get(p["name"], 0) >= limit.get(p["name"], huge) or spent + p["cost"] > budget["max_cost"]:
+                    continue
+                pools = [sorted(v for v, w in wires.items() if w[0] == t) for t in p.get("params", [])]
+                combos = [()]
+                for pool in pools:
+                    combos = [c + (v,) for c in combos for v in pool]
+                for args in combos:
+                    depth = max([wires[a][1] for a in args] + [0]) + 1
+                    if depth > budget["max_depth"]:
+                        continue
+                    wires[target] = (p["result"], depth)
+                    uses[p["name"]] = uses.get(p["name"], 0) + 1
+                    walk(program + [(target, p["name"], args)], wires, uses, read | set(args), spent + p["cost"])
+                    uses[p["name"]] -= 1
+                    del wires[target]
+
+    walk([], {v: (t, 0) for v, t in raw["inputs"].items()}, {}, frozenset(), 0)
+    return sorted(found)
+
+
+def program_form(raw, bindings, relabel=True):
+    """The least form of a program over the binding orders that keep each wire bound before it is read: inputs
+    relabelled by first use (or kept), inner wires by the position of the binding that made them, the goal
+    wire's binding marked."""
+    made = {t: i for i, (t, _, _) in enumerate(bindings)}
+    need = [{made[a] for a in args if a in made and made[a] < i} for i, (_, _, args) in enumerate(bindings)]
+    best = []
+
+    def extend(order, form, names):
+        if best and form > best[0][:len(form)]:
+            return
+        if len(order) == len(bindings):
+            if not best or form < best[0]:
+                best[:] = [form]
+            return
+        at = {k: i for i, k in enumerate(order)}
+        for k, (target, prim, args) in enumerate(bindings):
+            if k in at or not need[k] <= at.keys():
+                continue
+            mine = dict(names)
+            written = []
+            for a in args:
+                if a in made and made[a] in at:
+                    written.append(("wire", at[made[a]]))
+                else:
+                    written.append(("input", mine.setdefault(a, f"e{len(mine)}") if relabel else a))
+            extend(order + [k], form + ((prim, tuple(written), target == raw["goal"]["wire"]),), mine)
+
+    extend([], (), {})
+    return best[0] if best else ()
+
+
+def program_copy_solves(grader, side):
+    """The copy baseline on a dataflow side: each demonstration and every contiguous window of it that reads only
+    inputs and its own wires, as written and with its last wire bound as the goal wire, solves the target when
+    the interpreter finds it VALID (verbatim) or its form is a bounded target program's with the inputs as
+    written (reordered) or relabelled (reordered and relabelled)."""
+    target = grader.world(side["target"])
+    solutions = program_solutions(grader, side["target"])
+    relabelled = {program_form(target, [binding_of(s) for s in sol]) for sol in solutions}
+    written = {program_form(target, [binding_of(s) for s in sol], relabel=False) for sol in solutions}
+    goal = target["goal"]["wire"]
+    for number, demo in enumerate(side["demonstrations"]):
+        bindings = [binding_of(s) for s in demo["steps"]]
+        for length in range(len(bindings), 0, -1):
+            for start in range(len(bindings) - length + 1):
+                window = bindings[start:start + length]
+                own = set()
+                closed = True
+                for t, _, args in window:
+                    closed = closed and all(a in target["inputs"] or a in own for a in args)
+                    own.add(t)
+                if not closed:
+                    continue
+                tries = [window]
+                if goal not in own:
+                    tries.append(window[:-1] + [(goal,) + window[-1][1:]])
+                where = f"demonstration {number}, steps {start + 1}..{start + length}"
+                for prog in tries:
+                    if grader.replay(side["target"], program_text(prog)).status == "VALID":
+                        return f"{where}, copied verbatim, solve the target"
+                    if program_form(target, prog, relabel=False) in written:
+                        return f"{where}, reordered, become a target solution"
+                    if program_form(target, prog) in relabelled:
+                        return f"{where}, reordered and relabelled, become a target solution"
+    return None
+
+
 def copy_solves(grader, side):
     """Why a demonstration of the side, or a contiguous window of it, copied verbatim, renamed, relabelled,
     reordered, or reordered and relabelled, solves the side's target; None when none does (every bounded
     solution is enumerated, so "some order is valid" is "some order is a bounded solution")."""
+    if grader.world(side["target"])["family"] == "dataflow":
+        return program_copy_solves(grader, side)
     target = grader.world(side["target"])
     solutions = bounded_solutions(grader.ref, target)
     signatures = {signature(target, solution) for solution in solutions}

@@ -9,7 +9,7 @@ the world out of the prompt.
 * right answer, P/R/E: the checker-derived expected answer, written in the
   prompt's reply format;
 * right answer, F/C: the first valid solution (sorted) that
-  ``worlds.enumerate_solutions`` finds for the target world: the solver
+  ``worlds.bounded_solutions`` finds for the target world: the solver
   searches, it does not read a stored witness;
 * wrong answer: a parseable but wrong reply (flipped verdict, a distractor
   id, a shifted step, a perturbed state; F/C: the enumerated solution minus
@@ -35,7 +35,7 @@ from .protocol import Unit, expected_answer_text, state_lines
 
 @functools.lru_cache(maxsize=256)
 def _solve(target: worlds.World) -> tuple[str, ...]:
-    solutions = worlds.enumerate_solutions(target).solutions
+    solutions = worlds.bounded_solutions(target).solutions
     if not solutions:
         raise models.ModelError(f"the enumerator finds no valid solution for {target.id}")
     return solutions[0]

@@ -154,10 +154,12 @@ def test_a_committed_hash_must_be_sha256_hex() -> None:
 
 
 def test_a_split_over_families_without_a_generator_cannot_be_built() -> None:
-    missing = [f for f in SPLITS["confirmatory"].families if f not in worlds.GENERATED_FAMILIES]
-    assert missing  # schedule and dataflow have no pair generator yet
-    with pytest.raises(UsageProblem, match=f"draws {', '.join(missing)}, which the pair generator cannot draw yet"):
-        check_split("confirmatory", SPLITS["confirmatory"], generatable=True)
+    # every family of the frozen design is drawn now; a split naming another family is refused before any work
+    assert set(SPLITS["confirmatory"].families) <= set(worlds.GENERATED_FAMILIES)
+    check_split("confirmatory", SPLITS["confirmatory"], generatable=True)
+    other = dataclasses.replace(SPLITS["confirmatory"], families=("token_workshop", "circuit"))
+    with pytest.raises(UsageProblem, match="draws circuit, which the pair generator cannot draw yet"):
+        check_split("confirmatory", other, generatable=True)
 
 
 def test_unknown_split_names_the_known_ones() -> None:
@@ -180,8 +182,10 @@ def test_the_development_split_is_deterministic_and_laid_out_by_base() -> None:
     for base in bases:
         assert [p.pair_id for p in built.pairs if base_pair(p.pair_id) == base] == \
             [replica_id(base, k) for k in range(spec.replicas)]
-    tiers = [built.record["manifests"][b]["tier"]["name"] for b in bases]
-    assert tiers == [t for t, n in spec.pairs_per_tier.items() for _ in range(n)]
+    for family in spec.families:
+        tiers = [built.record["manifests"][b]["tier"]["name"] for b in bases
+                 if built.record["manifests"][b]["family"] == family]
+        assert tiers == [t for t, n in spec.pairs_per_tier.items() for _ in range(n)], family
     # The replicas are other worlds: fresh labels and ids on both sides.
     assert len({p.f.target.id for p in built.pairs}) == len(built.pairs)
     assert all(m["eligibility"] == "development_generated" for m in built.record["manifests"].values())
@@ -243,7 +247,8 @@ def test_a_scripted_run_over_the_development_split(pytester: pytest.Pytester, tm
     built = generated_split("development")
     assert sorted(summary["pairs"]) == sorted(p.pair_id for p in built.pairs)
     assert summary["settings"]["split"] == "development" and summary["settings"]["split_seed_sha256"] is None
-    assert summary["metrics"]["deficit.bases"] == SPLITS["development"].bases_per_family()
+    spec = SPLITS["development"]
+    assert summary["metrics"]["deficit.bases"] == len(spec.families) * spec.bases_per_family()
     assert summary["deviations"] == [f"model 'scripted-oracle' instead of the preregistered "
                                      f"{PREREG.values.model.id!r}"]
     assert summary["pair_subsets"] == pair_subsets(built.pairs)

@@ -128,7 +128,8 @@ def test_too_few_draws_raise_with_the_counts():
 @pytest.mark.parametrize(
     "args, match",
     [
-        (("dataflow", 1, 1, "T1"), "no family 'dataflow'"),
+        (("circuit", 1, 1, "T1"), "no family 'circuit'"),
+        (("dataflow", 1, 1, "T4"), "unknown tier 'T4'"),
         (("schedule", 1, 1, "T4"), "unknown tier 'T4'"),
         (("token_workshop", 1, 1, "T4"), "unknown tier 'T4'"),
         (("token_workshop", -1, 1, "T1"), "seed must be a non-negative int"),
