@@ -24,7 +24,12 @@ were graded against.  From each record's primitive fields it recomputes:
   window of it, verbatim (the interpreter), renamed (equal motif signature,
   its own dependency relation and canonical form), relabelled one-to-one
   onto a bounded target solution (its own enumeration), reordered into one,
-  or reordered and relabelled, compared with the flag in ``baselines.json``.
+  or reordered and relabelled, compared with the flag in ``baselines.json``;
+  on a dataflow target (a program world, graded through the run's copy of the
+  program interpreter, ``grading/dataflow_reference.py``) each window that is
+  a program by itself, as written and with its last wire bound as the goal
+  wire, verbatim or matching a bounded target program's canonical form with
+  the inputs as written or relabelled (its own program enumeration).
 
 Then the metrics the rules read (the copy gate from its own copy baseline),
 E accuracy by context, the paired F - C interval the rules read (Tango's
