@@ -215,3 +215,48 @@ def test_rescorer_reordering_is_a_bijection():
     assert not rescore.reorders_onto(window, [("start", ("x", "n", 1)), ("start", ("y", "m", 0))], {"start"}, True)
     assert not rescore.reorders_onto(window, [("stop", ("x", "m", 1)), ("stop", ("y", "m", 0))], {"start"}, True)
     assert rescore.reorders_onto(window, [("go", ("x", "m", 1)), ("go", ("y", "m", 0))], set(), True)
+
+
+def test_rescorer_program_copy_baseline_agrees_with_the_suite_on_dataflow_pairs(tmp_path):
+    """On generated dataflow pairs the rescorer's own program enumeration gives the suite's bounded programs, its
+    copy baseline clears the generated demonstrations, and it flags, as the suite's audit does, a target program
+    shown as the demonstration: verbatim, with exchanged inputs, and with its last wire not the goal."""
+    import worlds
+
+    from .splits import build_split
+
+    rescore = _rescore_module()
+    spec = PREREG.values.splits["development"]
+    pairs = [p for p in build_split("development", spec, spec.seed, None).pairs if p.family == "dataflow"][:4]
+    items = build_cwr_items()
+    index = write_grading(tmp_path, build_units(items, pairs, None), items, pairs)
+    assert index["program_interpreter"] == "grading/dataflow_reference.py"
+    grader = rescore.Grader(tmp_path, index)
+    for pair in pairs:
+        for side in (pair.f, pair.c):
+            entry = index["pairs"][pair.pair_id][side.condition]
+            suite = worlds.enumerate_programs(side.target).solutions
+            assert rescore.program_solutions(grader, entry["target"]) == sorted(suite), entry["unit"]
+            assert rescore.copy_solves(grader, entry) is None
+    pair = pairs[0]
+    entry = index["pairs"][pair.pair_id]["F"]
+    target = pair.f.target
+    solutions = worlds.enumerate_programs(target).solutions
+    sigs = {worlds.motif_signature(target, s) for s in solutions}
+    sol = list(solutions[0])
+    goal = target.spec.goal_wire
+    by_type: dict[str, list[str]] = {}
+    for n, t in target.spec.inputs:
+        by_type.setdefault(t, []).append(n)
+    names = next(v for v in by_type.values() if len(v) == 2)  # the inputs a and b of the pipeline, relabelled
+    exchange = {names[0]: names[1], names[1]: names[0]}
+    exchanged = [worlds.Binding(b.target, b.name, tuple(exchange.get(a, a) for a in b.args)).render()
+                 for b in worlds.parse_program("\n".join(sol)).steps]
+    last = worlds.parse_program(sol[-1]).steps[0]
+    moved = sol[:-1] + [worlds.Binding("result", last.name, last.args).render()]
+    for demo in (sol, exchanged, moved):
+        suite_why = worlds.copy_audit(pair.f.demonstrations[0].source, demo, target, sigs, solutions)
+        mine = rescore.copy_solves(grader, {**entry, "demonstrations": [{"world": entry["target"], "steps": demo}]})
+        assert (suite_why is None) == (mine is None), (demo, suite_why, mine)
+    assert rescore.copy_solves(grader, {**entry, "demonstrations": [{"world": entry["target"], "steps": sol}]})
+    assert rescore.copy_solves(grader, {**entry, "demonstrations": [{"world": entry["target"], "steps": moved}]})
