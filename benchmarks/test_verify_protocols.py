@@ -20,7 +20,10 @@ from typing import Any, Callable
 import pytest
 
 from benchmarks.core.rundir import SUITE_ROOT
+from benchmarks.core.selfcheck import import_run_libraries
 from benchmarks.core.tests.test_verify import rewrite_manifest_entry
+
+import_run_libraries("benchmarks.cwr.scripted")  # before any pytester snapshot: the CWR run below is in process
 
 
 def verify(run_dir: Path) -> tuple[int, list[str]]:
@@ -53,7 +56,7 @@ def res_run(pytester: pytest.Pytester, tmp_path: Path) -> Path:
 def cwr_run(pytester: pytest.Pytester, tmp_path: Path) -> Path:
     from benchmarks.cwr.test_protocol_runs import run_cwr
 
-    return run_cwr(pytester, tmp_path, "--model", "scripted-oracle", "--cwr-units-per-condition=2")[2]
+    return run_cwr(pytester, tmp_path, "--model", "scripted-oracle", "--cwr-units-per-condition=2", in_process=True)[2]
 
 
 def ladder_run(pytester: pytest.Pytester, tmp_path: Path) -> Path:

@@ -23,8 +23,8 @@ import pytest
 from .rules import Classification
 from .rundir import SUITE_ROOT
 
-__all__ = ["expected_pattern", "outcomes_by_name", "project_root", "proportion_fields", "read_report", "run_protocol",
-           "run_rescorer"]
+__all__ = ["expected_pattern", "outcomes_by_name", "project_root", "proportion_fields", "read_report", "import_run_libraries",
+           "run_in_process", "run_protocol", "run_rescorer"]
 
 
 def project_root(folder: Path) -> Path:
@@ -34,11 +34,75 @@ def project_root(folder: Path) -> Path:
 
 
 def run_protocol(pytester: pytest.Pytester, protocol_dir: Path, results: Path, *args: str,
-                 timeout: float | None = None) -> pytest.RunResult:
-    """Run the tests in ``protocol_dir`` marked ``cpu`` in a fresh pytest process, results under ``results``."""
+                 timeout: float | None = None, in_process: bool = False) -> pytest.RunResult:
+    """Run the tests in ``protocol_dir`` marked ``cpu`` in a fresh pytest process, results under ``results``.
+
+    ``in_process=True`` runs the same command in a fresh pytest session of this process instead
+    (:func:`run_in_process`), for checks of what a run writes and reports rather than of how a
+    process starts, stops or is kept apart from another one.
+    """
     command = [str(protocol_dir), "-m", "cpu", f"--rootdir={project_root(protocol_dir)}", f"--results-dir={results}",
                "-p", "no:cacheprovider", "-p", "no:randomly", *args]
+    if in_process:
+        return run_in_process(pytester, *command)
     return pytester.runpytest_subprocess(*command, timeout=timeout)
+
+
+def _is_test_module(name: str) -> bool:
+    leaf = name.rsplit(".", 1)[-1]
+    return leaf == "conftest" or leaf.startswith("test_") or name.endswith("_test")
+
+
+class _ImportedModules:
+    """Plugin of an in-process session: the modules imported when its configuration ends."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, Any] = {}
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.modules = dict(sys.modules)
+
+
+#: Libraries a protocol run imports on first use whose compiled modules refuse a second import in one process
+#: (numpy's, and scipy's and matplotlib's through it).
+RUN_LIBRARIES = ("numpy.fft", "numpy.random", "scipy.stats", "scipy.optimize", "matplotlib.pyplot")
+
+
+def import_run_libraries(*modules: str) -> None:
+    """Import :data:`RUN_LIBRARIES` (matplotlib on its Agg backend) and ``modules`` into this process.
+
+    ``pytester`` drops, when a test ends, every module imported during the test; numpy cannot
+    be imported again afterwards, and a module that registers models (a protocol's scripted
+    scenarios) must stay the one whose classes the registry holds.  A test module whose tests
+    run protocols in process (:func:`run_in_process`) calls this at import, before any
+    ``pytester`` takes its snapshot.
+    """
+    import importlib
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    for name in (*RUN_LIBRARIES, *modules):
+        importlib.import_module(name)
+
+
+def run_in_process(pytester: pytest.Pytester, *command: str) -> pytest.RunResult:
+    """``pytester.runpytest_inprocess(*command)``, keeping the library modules the session imported.
+
+    ``pytester`` drops every module a session imported once it ends.  Library modules
+    (the suite's own packages among them) are kept for the rest of the test, as any pytest
+    session keeps them between tests, so a later session of the same test reuses them and
+    their caches of pure computations (the CWR pairs) instead of importing them again; test
+    modules and conftests are dropped, so each session collects its tests afresh.  The
+    caller's module calls :func:`import_run_libraries` at import.
+    """
+    imported = _ImportedModules()
+    try:
+        return pytester.runpytest_inprocess(*command, plugins=[imported])
+    finally:
+        for name, module in imported.modules.items():
+            if name not in sys.modules and not _is_test_module(name):
+                sys.modules[name] = module
 
 
 def read_report(results: Path, protocol: str, result: pytest.RunResult | None = None) -> tuple[dict[str, Any], Path]:

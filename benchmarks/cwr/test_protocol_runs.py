@@ -1,4 +1,10 @@
-"""End-to-end CWR runs through pytester: every classification with a scripted responder, and the bundled SmolLM2."""
+"""End-to-end CWR runs through pytester: every classification with a scripted responder, and the bundled SmolLM2.
+
+Runs whose checks are about what a run writes and reports (the classifications, the refused resume, a bad
+option) run in a fresh pytest session of the test's own process, sharing its imported libraries and built
+pairs; the resumed run, the two xdist workers, the unavailable model and the bundled model run in processes of
+their own.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,20 @@ from typing import Any
 
 import pytest
 
-from benchmarks.core.selfcheck import expected_pattern, outcomes_by_name, read_report, run_protocol, run_rescorer
+from benchmarks.core.selfcheck import (
+    expected_pattern,
+    import_run_libraries,
+    outcomes_by_name,
+    read_report,
+    run_protocol,
+    run_rescorer,
+)
 
 from .protocol import GATE, HERE, PREREG
+
+# Before any pytester snapshot: the in-process runs below import numpy's compiled modules, and the scenario
+# models they register hold classes of benchmarks.cwr.scripted.
+import_run_libraries("benchmarks.cwr.scripted")
 
 COMPLETENESS = ["test_every_condition_has_units", "test_generation_done", "test_parsing_and_grading_done",
                 "test_error_coded_units_are_counted", "test_baselines_done",
@@ -26,9 +43,10 @@ SMOLLM2_MAX_NEW_TOKENS = 16
 SMOLLM2_UNITS = 1
 
 
-def run_cwr(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> tuple[pytest.RunResult, dict[str, Any], Path]:
+def run_cwr(pytester: pytest.Pytester, tmp_path: Path, *args: str,
+            in_process: bool = False) -> tuple[pytest.RunResult, dict[str, Any], Path]:
     results = tmp_path / "results"
-    result = run_protocol(pytester, HERE, results, *args)
+    result = run_protocol(pytester, HERE, results, *args, in_process=in_process)
     report, run_dir = read_report(results, "cwr", result)
     return result, report, run_dir
 
@@ -61,7 +79,7 @@ P, F, S = "passed", "failed", "skipped"
 ])
 def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: Path, model: str,
                                            expected_label: str, pattern: list[str]) -> None:
-    result, report, run_dir = run_cwr(pytester, tmp_path, "--model", model)
+    result, report, run_dir = run_cwr(pytester, tmp_path, "--model", model, in_process=True)
     rules, completeness = outcomes(report)
     assert rules == pattern == pattern_for(expected_label), result.stdout.str()
     assert set(completeness.values()) == {"passed"}, completeness
@@ -136,7 +154,8 @@ def test_a_resume_with_another_model_is_refused_before_any_write(pytester: pytes
                                                                  sidecars: str) -> None:
     """Every ledger line carries the run's identity, so the refusal needs no sidecar file, and it writes nothing."""
     reduced = "--cwr-units-per-condition=2"
-    _, report, run_dir = run_cwr(pytester, tmp_path, "--model", "scripted-oracle", "--run-id=foreign", reduced)
+    _, report, run_dir = run_cwr(pytester, tmp_path, "--model", "scripted-oracle", "--run-id=foreign", reduced,
+                                 in_process=True)
     assert report["benchmark"]["protocols"]["cwr"]["status"] == "complete"
     if sidecars == "deleted":
         for name in SIDECARS:
@@ -146,7 +165,7 @@ def test_a_resume_with_another_model_is_refused_before_any_write(pytester: pytes
         assert sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")) == ["records.jsonl"]
     before = file_states(run_dir)
     result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-cwr-f-only", "--run-id=foreign",
-                          reduced)
+                          reduced, in_process=True)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = result.stdout.str() + result.stderr.str()
     line = next((line for line in text.splitlines() if "CWR cannot run:" in line), text)
@@ -169,7 +188,8 @@ def test_unavailable_preregistered_model_stops_before_any_test(pytester: pytest.
 
 
 def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-oracle", "--cwr-max-new-tokens=0")
+    result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-oracle", "--cwr-max-new-tokens=0",
+                          in_process=True)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--cwr-max-new-tokens must be a positive integer, got 0" in result.stderr.str() + result.stdout.str()
 
