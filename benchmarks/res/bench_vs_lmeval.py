@@ -237,7 +237,7 @@ def worker(out: Path) -> None:
               (8 * 230, h, config.intermediate_size)}
     rates = {name: _matmul_gflops(torch, shape) for name, shape in shapes.items()}
     out.write_text(json.dumps({
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": model.threads or torch.get_num_threads(),
         "import_s": import_s, "load_s": load_s, "model_s": model_s,
         "computed_gflop": computed / 1e9, "useful_gflop": useful / 1e9,
         "matmul_gflops": rates,
