@@ -187,14 +187,24 @@ def main(argv: list[str] | None = None) -> int:
     h = config.hidden_size
     shapes = {"square 1024": (1024, 1024, 1024),
               f"model-shaped 1840x{h}x{config.intermediate_size}": (1840, h, config.intermediate_size)}
-    rates = {name: _matmul_gflops(torch, shape) for name, shape in shapes.items()}
-    best = max(rates.values())
     print(f"load average {_load()} after the passes")
+    counts = {"previous": torch.get_num_threads(), "current": current.threads or torch.get_num_threads()}
+    best: dict[int, float] = {}
+    rates: dict[str, float] = {}
+    for threads in sorted(set(counts.values())):
+        torch.set_num_threads(threads)
+        try:
+            for name, shape in shapes.items():
+                rates[f"{name}, {threads} thread(s)"] = _matmul_gflops(torch, shape)
+        finally:
+            torch.set_num_threads(counts["previous"])
+        best[threads] = max(v for k, v in rates.items() if k.endswith(f", {threads} thread(s)"))
     print("float32 matmul in this process: " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in rates.items()))
     for side, values in times.items():
-        fastest = min(values)
+        fastest, threads = min(values), counts[side]
         print(f"{side:8s} model phase " + ", ".join(f"{v:.1f}" for v in values) + f" s; best {fastest:.1f} s = "
-              f"{gflop / fastest:.1f} GFLOP/s ({gflop:.0f} GFLOP) = {gflop / fastest / best:.2f} of the matmul rate")
+              f"{gflop / fastest:.1f} GFLOP/s ({gflop:.0f} GFLOP) = {gflop / fastest / best[threads]:.2f} of the "
+              f"matmul rate at its {threads} thread(s), {gflop / fastest / max(best.values()):.2f} of the best")
     print(f"current/previous (best against best) {min(times['current']) / min(times['previous']):.3f}")
     if args.json:
         args.json.write_text(json.dumps({"times": times, "gflop": gflop, "matmul_gflops": rates, "ok": ok,

@@ -3,6 +3,7 @@ tiny llama built from a config with random weights: no download, no real weights
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -98,7 +99,7 @@ def test_auto_threads_keep_an_explicit_setting_and_stay_in_range(monkeypatch: py
     assert 1 <= cpu_threads(torch) <= default
     assert 1 <= tiny_model("auto").threads <= default
     monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert cpu_threads(torch) == min(default, len(__import__("os").sched_getaffinity(0)))
+    assert cpu_threads(torch) == min(default, len(os.sched_getaffinity(0)))
     monkeypatch.setattr("os.getloadavg", lambda: (64.0, 64.0, 64.0))
     assert cpu_threads(torch) == 1
     monkeypatch.setenv("OMP_NUM_THREADS", str(default))
