@@ -117,6 +117,36 @@ def _dtype(torch: Any, name: str | None) -> Any:
     return options[name]
 
 
+#: Environment variables through which a user fixes the intra-op thread count (torch reads them at import).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def cpu_threads(torch: Any) -> int:
+    """Intra-op threads for a CPU model when the caller asks for ``threads="auto"``.
+
+    An explicit setting wins: with ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` set,
+    torch's own count (which follows them) is kept.  Otherwise torch's count (the
+    physical cores) is capped by the CPUs that other processes leave idle: the
+    usable CPUs less the 1-minute load average, rounded, at least 1.  On a shared
+    machine OpenMP threads wait at every parallel region for a preempted sibling,
+    and one thread finishes sooner than two.  The count changes the schedule of
+    the arithmetic, not the model's inputs; the RES model-phase benchmark compares
+    the records of both settings.
+    """
+    default = torch.get_num_threads()
+    if any(os.environ.get(name, "").strip() for name in THREAD_VARIABLES):
+        return default
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count() or default
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return default
+    return max(1, min(default, round(usable - busy)))
+
+
 def _device(torch: Any, name: str | None) -> str:
     name = name or "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -141,10 +171,18 @@ class TransformersModel(LanguageModel):
         stop_tokens: Sequence[str] = (),
         batch_size: int = 8,
         seed: int = 0,
+        threads: int | str | None = None,
     ):
         torch = _torch()
         if batch_size < 1:
             raise ModelError(f"batch_size must be >= 1, got {batch_size}")
+        if threads == "auto":
+            on_cpu = next(model.parameters()).device.type == "cpu"
+            threads = cpu_threads(torch) if on_cpu else None
+        if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+            raise ModelError(f"threads must be a positive int, 'auto' or None, got {threads!r}")
+        # Intra-op threads set around each score_and_generate call (None: torch's count is left alone).
+        self.threads = threads
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.model_id = model_id
@@ -274,7 +312,7 @@ class TransformersModel(LanguageModel):
         choice_ids = self._choice_ids(choices) if choices else None
         self._seed_all(torch)
         responses: list[Response] = []
-        with torch.inference_mode():
+        with torch.inference_mode(), self._thread_count(torch):
             for start in range(0, len(texts), self.batch_size):
                 responses.extend(self._run_batch(texts[start : start + self.batch_size], start, choices, choice_ids, settings))
         return responses
@@ -323,6 +361,16 @@ class TransformersModel(LanguageModel):
         self.model = None  # drop the weights; the object is unusable afterwards
 
     # -- internals --------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _thread_count(self, torch: Any) -> Iterator[None]:
+        before = torch.get_num_threads()
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
     @staticmethod
     def _cache_of(out: Any) -> Any:

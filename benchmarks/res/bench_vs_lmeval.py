@@ -21,8 +21,9 @@ suite); ``--lm-eval`` names its ``lm_eval`` executable.  The script
    last continuation token against the label's token id;
 3. measures, in a worker process of the suite, the import time of torch and
    transformers, the model phase (the protocol's ``measure`` over all batches at
-   the preregistered batch size) and a float32 matmul rate, and reports the model
-   phase's arithmetic rate as a fraction of that matmul rate;
+   the preregistered batch size) and a float32 matmul rate at the thread count the
+   model phase ran with, and reports the model phase's arithmetic rate as a
+   fraction of that matmul rate;
 4. times ``preregbench run res --model smollm2-135m-instruct`` (as
    ``python -m benchmarks.core.cli``, this checkout) and ``lm_eval run`` on the
    task, interleaved A B A B ..., printing each run's wall time, peak RSS
@@ -235,9 +236,14 @@ def worker(out: Path) -> None:
     h = config.hidden_size
     shapes = {"square 1024": (1024, 1024, 1024), f"model-shaped {8 * 230}x{h}x{config.intermediate_size}":
               (8 * 230, h, config.intermediate_size)}
-    rates = {name: _matmul_gflops(torch, shape) for name, shape in shapes.items()}
+    default_threads = torch.get_num_threads()
+    torch.set_num_threads(model.threads or default_threads)  # the count the model phase ran with
+    try:
+        rates = {name: _matmul_gflops(torch, shape) for name, shape in shapes.items()}
+    finally:
+        torch.set_num_threads(default_threads)
     out.write_text(json.dumps({
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": model.threads or torch.get_num_threads(),
         "import_s": import_s, "load_s": load_s, "model_s": model_s,
         "computed_gflop": computed / 1e9, "useful_gflop": useful / 1e9,
         "matmul_gflops": rates,
@@ -399,7 +405,7 @@ def _bench(args: argparse.Namespace) -> int:
               f"{suite['import_s']:.1f} s, model load {suite['load_s']:.1f} s, model phase {suite['model_s']:.1f} s "
               f"(64 prompts, {suite['computed_gflop']:.0f} GFLOP computed incl. padding, {suite['useful_gflop']:.0f} "
               f"on real tokens)")
-        print("  float32 matmul in the same process: " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in rates.items()))
+        print(f"  float32 matmul in the same process, {suite['torch_threads']} thread(s): " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in rates.items()))
         print(f"  model phase {achieved:.1f} GFLOP/s = {achieved / best:.2f} of the best matmul rate "
               f"({suite['useful_gflop'] / suite['model_s'] / best:.2f} counting real tokens only)")
 

@@ -293,6 +293,14 @@ class ResProtocol(Protocol[ResUnit, ResRecord]):
     def scripted_answer(self, run: ProtocolRun, unit: ResUnit) -> str:
         return gold_label(unit.row)
 
+    def model_options(self, run: ProtocolRun) -> dict[str, Any]:
+        options = super().model_options(run)
+        if models.check_model_name(run.model) in {"bundled", "hub", "local"}:
+            # transformers on the CPU: torch's thread count, capped by the cores other processes leave idle
+            # (an explicit OMP_NUM_THREADS / MKL_NUM_THREADS is kept); see models._hf.cpu_threads.
+            options["threads"] = "auto"
+        return options
+
     def check_model(self, run: ProtocolRun, model: Any) -> None:
         self._label_token_ids[run.run_id] = check_label_tokens(model, self.spec.measurement.labels)
 
