@@ -479,36 +479,12 @@ def _pick(base: World, cands: _Candidates, audit, limit: int = MAX_AUDITS):
 # ---------------------------------------------------------------- one draw
 
 
-def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCounts,
-          refused: Counter) -> tuple[Pair, PairSpec]:
-    stream = f"{GENERATOR_VERSION}/{family}/{tier}/{seed}/{index}"
-    rng = random.Random(stream)
-    tp = _TIER_PARAMS[family](tier)
-    pair_id = f"GEN-{_PAIR_CODE[family]}-{tier}-{seed}-{index:04d}"
-    if family == "dataflow":
-        return _draw_dataflow(seed, tier, index, stream, rng, tp, pair_id, token_counts, refused)
-    base_raw = _DRAW_WORLD[family](rng, tp, f"B-{rng.randrange(16**6):06x}")
-    try:
-        base = world_from_mapping(base_raw, source=f"<generated base of {pair_id}>")
-    except WorldsError as exc:
-        raise _Reject("base:invalid_world", str(exc)) from None
-    try:
-        enum = enumerate_solutions(base, Bounds(max_solutions=MAX_TARGET_SOLUTIONS))
-    except EnumerationLimitError:
-        raise _Reject("base:too_many_solutions") from None
-    if not enum.solutions:
-        raise _Reject("base:no_bounded_solution")
-    props = tier_properties(base, enum)
-    got = tier_of(props)
-    if got != tier:
-        raise _Reject("base:measured_tier_differs", f"measured {got}")
-    edges = [production_edges(base, s) for s in enum.solutions]
-    required = sorted(frozenset.intersection(*edges))
-    if not required:
-        raise _Reject("base:no_motif_held_by_every_solution")
-    motif = min(required, key=_MOTIF_KEY[family])
+def _audited_spec(base: World, enum, motif, cands: _Candidates, rng: random.Random, refused: Counter, pair_id: str,
+                  stream: str, base_raw: dict) -> tuple[PairSpec, Counter, int]:
+    """Audit the demonstration candidates lazily (``_pick``: the copy audit on every candidate met, the
+    interchangeable-edge audit on C candidates), pin the chosen F and C in a ``PairSpec`` with replica seeds
+    drawn from ``rng``; returns (spec, audit counts, exposure distance). Every family's draw ends here."""
     sigs = {motif_signature(base, s) for s in enum.solutions}
-    cands = _collect(base_raw, motif, enum.optimal_length, rng, family)
     refused.update(cands.refused)
     audited: Counter = Counter()
 
@@ -538,6 +514,42 @@ def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCoun
         c_seed=rng.randrange(2**31), f_source=fov, c_source=cov, f_demo=tuple(fs), c_demo=tuple(cs),
         motif=motif, source=f"<generated:{stream}>", base_raw=base_raw,
     )
+    return spec, audited, exposure_distance
+
+
+
+def _draw(family: str, seed: int, tier: str, index: int, token_counts: TokenCounts,
+          refused: Counter) -> tuple[Pair, PairSpec]:
+    stream = f"{GENERATOR_VERSION}/{family}/{tier}/{seed}/{index}"
+    rng = random.Random(stream)
+    tp = _TIER_PARAMS[family](tier)
+    pair_id = f"GEN-{_PAIR_CODE[family]}-{tier}-{seed}-{index:04d}"
+    if family == "dataflow":
+        return _draw_dataflow(seed, tier, index, stream, rng, tp, pair_id, token_counts, refused)
+    base_raw = _DRAW_WORLD[family](rng, tp, f"B-{rng.randrange(16**6):06x}")
+    try:
+        base = world_from_mapping(base_raw, source=f"<generated base of {pair_id}>")
+    except WorldsError as exc:
+        raise _Reject("base:invalid_world", str(exc)) from None
+    try:
+        enum = enumerate_solutions(base, Bounds(max_solutions=MAX_TARGET_SOLUTIONS))
+    except EnumerationLimitError:
+        raise _Reject("base:too_many_solutions") from None
+    if not enum.solutions:
+        raise _Reject("base:no_bounded_solution")
+    props = tier_properties(base, enum)
+    got = tier_of(props)
+    if got != tier:
+        raise _Reject("base:measured_tier_differs", f"measured {got}")
+    edges = [production_edges(base, s) for s in enum.solutions]
+    required = sorted(frozenset.intersection(*edges))
+    if not required:
+        raise _Reject("base:no_motif_held_by_every_solution")
+    motif = min(required, key=_MOTIF_KEY[family])
+    cands = _collect(base_raw, motif, enum.optimal_length, rng, family)
+    spec, audited, exposure_distance = _audited_spec(base, enum, motif, cands, rng, refused, pair_id, stream,
+                                                     base_raw)
+    fs, cs = spec.f_demo, spec.c_demo
     try:
         pair, facts = build_pair(spec)
     except PairConstructionError as exc:
@@ -658,8 +670,7 @@ def _df_source_overrides(base_raw: Mapping[str, Any], program, j: int, rng: rand
 def _draw_dataflow(seed: int, tier: str, index: int, stream: str, rng: random.Random, tp: DataflowTierParams,
                    pair_id: str, token_counts: TokenCounts, refused: Counter) -> tuple[Pair, PairSpec]:
     """One dataflow draw (the steps of the module docstring, with the program machinery of ``_dataflow_pairs``)."""
-    from ._dataflow_pairs import (build_dataflow_pair, dataflow_manifest, dataflow_tier_properties,
-                                  program_copy_audit, program_edges, program_signature, solutions_of)
+    from ._dataflow_pairs import dataflow_manifest, dataflow_tier_properties, program_edges, solutions_of
 
     base_raw, program, j = _draw_dataflow_world(rng, tp, f"B-{rng.randrange(16**6):06x}")
     try:
@@ -682,7 +693,6 @@ def _draw_dataflow(seed: int, tier: str, index: int, stream: str, rng: random.Ra
         raise _Reject("base:no_motif_held_by_every_solution")
     tap = (f"stage{j}", "arg1", f"stage{j + 1}")
     motif = min(required, key=lambda e: (e != tap, e))
-    sigs = {program_signature(base, s) for s in enum.solutions}
     cands = _Candidates()
     seen: set = set()
     for _ in range(_SOURCE_VARIANTS["dataflow"]):
@@ -711,37 +721,11 @@ def _draw_dataflow(seed: int, tier: str, index: int, stream: str, rng: random.Ra
                 cands.refused["demo:length_not_optimum_or_one_more"] += 1
                 continue
             (cands.f if motif in program_edges(src, sol) else cands.c).append((sol, ov, src))
-    refused.update(cands.refused)
-    audited: Counter = Counter()
-
-    def audit(cand, side):
-        steps, _, src = cand
-        why = program_copy_audit(src, steps, base, sigs, enum.solutions)
-        if why is not None:
-            audited[_copy_kind(why)] += 1
-            return why
-        if side == "C" and interchangeable_edges(base, enum.solutions, motif, src, steps):
-            audited["demo:c_interchangeable_with_motif"] += 1
-            return "interchangeable"
-        audited["passed"] += 1
-        return None
-
-    if not cands.f:
-        raise _Reject("demo:no_f_candidate_of_comparable_length")
-    if not cands.c:
-        raise _Reject("demo:no_c_candidate_of_comparable_length")
-    picked = _pick(base, cands, audit)
-    refused.update(audited)
-    if picked is None:
-        raise _Reject("demo:no_f_c_pair_passes_the_audits")
-    (fs, fov), (cs, cov), exposure_distance = picked
-    spec = PairSpec(
-        pair_id=pair_id, base=Path(f"<generated:{stream}>"), f_seed=rng.randrange(2**31),
-        c_seed=rng.randrange(2**31), f_source=fov, c_source=cov, f_demo=tuple(fs), c_demo=tuple(cs),
-        motif=motif, source=f"<generated:{stream}>", base_raw=base_raw,
-    )
+    spec, audited, exposure_distance = _audited_spec(base, enum, motif, cands, rng, refused, pair_id, stream,
+                                                     base_raw)
+    fs, cs = spec.f_demo, spec.c_demo
     try:
-        pair, facts = build_dataflow_pair(spec)
+        pair, facts = build_pair(spec)
     except PairConstructionError as exc:
         raise _Reject("construction:build_pair_refused", str(exc)) from None
     manifest = dataflow_manifest(pair, facts, token_counts=token_counts)
