@@ -347,7 +347,7 @@ def dataflow_isomorphism(a: DataflowReplica, b: DataflowReplica, enum_a: Enumera
     mapped = {tuple(_translate_binding(x, ent, prim) for x in _bindings(s)) for s in enum_a.solutions}
     if mapped != set(enum_b.solutions):
         raise PairConstructionError(f"{a.world.id} and {b.world.id}: bounded programs differ under the bijection")
-    for s in enum_a.solutions[:50]:
+    for s in enum_a.solutions:
         t = tuple(_translate_binding(x, ent, prim) for x in _bindings(s))
         if check(a.world, _text(_bindings(s))).cost != check(b.world, _text(_bindings(t))).cost:
             raise PairConstructionError(f"{a.world.id} and {b.world.id}: program costs differ under the bijection")
@@ -697,6 +697,18 @@ def build_dataflow_pair(spec) -> tuple[Pair, dict]:
     return pair, facts
 
 
+def _prefix_bound(world: World) -> int:
+    """An upper bound on the states within the step cap: a state is fixed by the program prefix that made it, and
+    binding i (0-based) has at most 2 binders (``w<i+1>`` or the goal wire) times, per primitive, one choice of a
+    wire per parameter among the inputs and the i wires bound before it."""
+    n = len(world.spec.inputs)
+    total, prefixes = 1, 1
+    for i in range(world.budget.max_steps):
+        prefixes *= 2 * sum((n + i) ** len(p.params) for p in world.spec.primitives)
+        total += prefixes
+    return total
+
+
 def _edge_text(e: tuple) -> str:
     return f"{e[0]} -{e[1]}-> {e[2]}"
 
@@ -755,9 +767,7 @@ def dataflow_manifest(pair: Pair, facts: dict, token_counts=None) -> dict:
         is not None for k, side in (("F", f), ("C", c)) for demo in side.demonstrations)
     costs = [check(f.target, "".join(s + "\n" for s in sol)).cost for sol in enum_f.solutions]
     b = f.target.budget
-    states_bound = 1
-    for _ in range(b.max_steps):
-        states_bound *= max(1, len(program_alphabet(base, base.initial_state, 0)))
+    states_bound = _prefix_bound(base)
     sig_classes = Counter(signature_text(program_signature(base, s)) for s in facts["target_enum"].solutions)
     chain = _examples_reach_goal(f)
     return {

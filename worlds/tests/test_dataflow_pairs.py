@@ -39,6 +39,7 @@ def test_generated_pairs_hold_every_certificate(tier):
         assert m["all_bounded_solutions_require_holdout"] is True and pair.novelty == worlds.MOTIF_REQUIRED
         assert m["exact_or_renamed_demo_solves_target"] is False and m["interchangeable_edges"] == []
         assert m["copy_audit"]["copies_are_candidates"] is True
+        assert m["world"]["state_space_bound"] >= m["isomorphism"]["states"] >= 1
         for side, present in ((pair.f, True), (pair.c, False)):
             enum = worlds.enumerate_programs(side.target)
             assert enum.solutions and side.optimum_length == enum.optimal_length
