@@ -116,3 +116,15 @@ def test_design_effect_hand_values() -> None:
     assert (all_valid["effective_n"], all_valid["low"]) == (8.0, pytest.approx(stats.wilson_interval(8, 8).low))
     with pytest.raises(ValueError, match="at least one cluster"):
         stats.proportion_design_effect([])
+
+
+def test_the_normal_quantile_is_scipy_stats_to_the_last_bit() -> None:
+    """``stats._z`` reads ``scipy.special.ndtri`` instead of importing ``scipy.stats``: same float everywhere."""
+    from scipy.stats import norm
+
+    grid = [i / 2000 for i in range(1, 2000)] + [0.8, 0.9, 0.95, 0.975, 0.99, 0.999, 1e-9, 1 - 1e-9]
+    for confidence in grid:
+        assert stats._z(confidence) == float(norm.ppf(0.5 + confidence / 2.0)), confidence
+    for bad in (0.0, 1.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            stats._z(bad)
