@@ -153,13 +153,63 @@ def bundled_folder(name: str) -> tuple[Path, str]:
     return target, sha
 
 
+def bundled_tokenizer_folder(name: str) -> tuple[Path, str]:
+    """A folder holding a bundled model's tokenizer files, and its GGUF sha256; no weights are converted.
+
+    The converted model folder when the cache has it (:func:`bundled_folder`);
+    otherwise ``<cache>/tokenizers/<gguf sha256>/``, written on first use from the
+    GGUF's tokenizer metadata alone.  Its files are what :func:`bundled_folder`'s
+    conversion writes for the tokenizer (the same ``AutoTokenizer`` load of the
+    GGUF, saved the same way), so both folders count the same tokens; reading the
+    tokenizer takes seconds where dequantizing the weights takes a minute or more.
+    Token counts and tokenizer-only checks use this folder.
+    """
+    entry = BUNDLED[name]
+    gguf = entry.gguf()
+    if not gguf.is_file():
+        raise ModelUnavailableError(f"{name}: the GGUF file {gguf} is missing; reinstall its package")
+    sha = file_sha256(gguf)
+    converted = cache_root() / "bundled" / sha
+    if (converted / "config.json").is_file():
+        return converted, sha
+    target = cache_root() / "tokenizers" / sha
+    if not (target / "tokenizer.json").is_file():
+        from filelock import FileLock
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target) + ".lock"):
+            if not (target / "tokenizer.json").is_file():
+                _save_tokenizer(gguf, sha, target)
+    return target, sha
+
+
+def _save_tokenizer(gguf: Path, sha: str, target: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    staging = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=target.parent))
+    try:
+        tokenizer.save_pretrained(staging)
+        (staging / "preregbench-bundled.json").write_text(
+            json.dumps({"gguf_file": gguf.name, "gguf_sha256": sha, "contents": "tokenizer"}, indent=2, sort_keys=True) + "\n"
+        )
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 def load_bundled(name: str, **options: Any):
     from ._hf import TransformersModel
 
     entry = BUNDLED[name]
-    folder, sha = bundled_folder(name)
-    if options.pop("revision", None) not in (None, f"sha256:{sha}", sha):
+    gguf = entry.gguf()
+    sha = file_sha256(gguf) if gguf.is_file() else None  # a missing file is bundled_folder's error
+    if sha is not None and options.pop("revision", None) not in (None, f"sha256:{sha}", sha):
+        # Refused before the GGUF is converted: that takes a minute or more on a new cache.
         raise ModelError(f"{name} is pinned by its GGUF file (sha256:{sha}); drop --revision for bundled models")
+    folder, sha = bundled_folder(name)
+    options.pop("revision", None)
     return TransformersModel.from_local(
         folder,
         revision=f"sha256:{sha}",
@@ -179,8 +229,9 @@ def bundled_token_counters() -> dict[str, tuple[Callable[[str], int] | None, str
     ``AutoTokenizer`` counts the same and takes seconds longer to load).
     ``revision`` is the model's ``sha256:<gguf sha256>``.  A tokenizer that
     cannot be loaded gives ``(None, reason)``.  Each tokenizer is loaded once
-    per process, on the first call (converting the GGUF first if the cache
-    has no folder for it).  ``worlds.build_showcase_pairs(token_counts=...)``
+    per process, on the first call, from :func:`bundled_tokenizer_folder`
+    (the converted model folder if the cache has one, else the tokenizer
+    alone read from the GGUF: no weights are converted for a count).  ``worlds.build_showcase_pairs(token_counts=...)``
     takes this mapping.
     """
     return {name: _token_counter(name) for name in BUNDLED}
@@ -191,7 +242,7 @@ def _token_counter(name: str) -> tuple[Callable[[str], int] | None, str]:
     try:
         from tokenizers import Tokenizer
 
-        folder, sha = bundled_folder(name)
+        folder, sha = bundled_tokenizer_folder(name)
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     except Exception as exc:  # noqa: BLE001 - any failure means "no count", reported with its reason
         return None, f"{type(exc).__name__}: {exc}"

@@ -1,4 +1,8 @@
-"""The bundled offline models: the safetensors cache reproduces the GGUF-loaded model, and Gemma's fixed template."""
+"""The bundled offline models: the safetensors cache reproduces the GGUF-loaded model, the tokenizer-only
+folder holds the converted tokenizer's files, and Gemma's fixed template.
+
+The checks that load a bundled model's weights are in the slow group (a new cache converts each GGUF
+first, a minute or more); the default run reads only the tokenizers."""
 
 from __future__ import annotations
 
@@ -7,7 +11,16 @@ import json
 import pytest
 import torch
 
-from models import BUNDLED, GenerationSettings, ModelError, bundled_folder, load_gguf, load_model
+from models import (
+    BUNDLED,
+    GEMMA3_CHAT_TEMPLATE,
+    GenerationSettings,
+    ModelError,
+    bundled_folder,
+    bundled_tokenizer_folder,
+    load_gguf,
+    load_model,
+)
 
 FIXED_PROMPTS = [
     "The capital of France is",
@@ -37,12 +50,61 @@ def test_cached_model_logits_equal_the_gguf_model(name: str) -> None:
     assert cached.describe().revision == f"sha256:{sha}"
 
 
+GEMMA_CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]
+GEMMA_RENDERED = "<bos><start_of_turn>user\nBe brief.\n\nName a colour.<end_of_turn>\n<start_of_turn>model\n"
+
+
+def test_gemma_turn_template_renders_from_the_tokenizer_alone() -> None:
+    """The registry's Gemma template on the bundled tokenizer (no weights converted), and the pin refused first."""
+    from transformers import AutoTokenizer
+
+    folder, sha = bundled_tokenizer_folder("gemma-3-270m")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    rendered = tokenizer.apply_chat_template(GEMMA_CHAT, chat_template=GEMMA3_CHAT_TEMPLATE, tokenize=False,
+                                             add_generation_prompt=True)
+    assert rendered == GEMMA_RENDERED
+    assert tokenizer.convert_tokens_to_ids("<end_of_turn>") == 106
+    with pytest.raises(ModelError, match=f"pinned by its GGUF file \\(sha256:{sha}\\)"):
+        load_model("gemma-3-270m", revision="main")  # refused from the file's hash, before any conversion
+
+
+def test_the_tokenizer_folder_holds_no_weights_and_counts_like_the_tokenizer(tmp_path, monkeypatch) -> None:
+    """On an empty cache the tokenizer-only folder is written from the GGUF: tokenizer files, no weights."""
+    from transformers import AutoTokenizer
+
+    monkeypatch.setenv("PREREGBENCH_CACHE", str(tmp_path / "cache"))
+    folder, sha = bundled_tokenizer_folder("smollm2-135m-instruct")
+    assert folder == tmp_path / "cache" / "tokenizers" / sha
+    assert (folder / "tokenizer.json").is_file() and not list(folder.glob("*.safetensors"))
+    assert not (tmp_path / "cache" / "bundled").exists()
+    assert json.loads((folder / "preregbench-bundled.json").read_text())["gguf_sha256"] == sha
+    assert bundled_tokenizer_folder("smollm2-135m-instruct") == (folder, sha)  # the second call reuses it
+    text = "Count these tokens: 3 + 4 = 7, café!"
+    expected = len(AutoTokenizer.from_pretrained(folder)(text, add_special_tokens=False).input_ids)
+    from tokenizers import Tokenizer
+
+    assert len(Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text, add_special_tokens=False).ids) == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(BUNDLED))
+def test_the_tokenizer_folder_equals_the_converted_tokenizer(name: str, tmp_path, monkeypatch) -> None:
+    """The tokenizer read alone from the GGUF is the one the full conversion saves, file for file."""
+    converted, sha = bundled_folder(name)
+    monkeypatch.setenv("PREREGBENCH_CACHE", str(tmp_path / "cache"))
+    alone, same_sha = bundled_tokenizer_folder(name)
+    assert same_sha == sha and alone != converted
+    files = sorted(p.name for p in alone.iterdir() if p.name != "preregbench-bundled.json")
+    assert "tokenizer.json" in files
+    for file in files:
+        assert (alone / file).read_bytes() == (converted / file).read_bytes(), file
+
+
+@pytest.mark.slow
 def test_gemma_uses_the_declared_turn_template() -> None:
     gemma = load_model("gemma-3-270m", batch_size=2)
-    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]
-    assert gemma.render_chat(chat) == (
-        "<bos><start_of_turn>user\nBe brief.\n\nName a colour.<end_of_turn>\n<start_of_turn>model\n"
-    )
+    chat = GEMMA_CHAT
+    assert gemma.render_chat(chat) == GEMMA_RENDERED
     described = gemma.describe()
     assert described.chat_template == "registry"
     assert 106 in gemma.stop_token_ids and described.special_tokens["stop:<end_of_turn>"] == 106

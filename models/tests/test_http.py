@@ -392,6 +392,7 @@ def served_smollm(tmp_path_factory: pytest.TempPathFactory):
         yield served
 
 
+@pytest.mark.slow
 def test_real_server_greedy_chat(served_smollm: tuple[str, str]) -> None:
     base_url, name = served_smollm
     model = OpenAIChatModel(base_url, name, timeout=120)
@@ -410,6 +411,7 @@ def test_real_server_greedy_chat(served_smollm: tuple[str, str]) -> None:
     assert OpenAIChatModel(base_url, name).describe().revision == description.revision
 
 
+@pytest.mark.slow
 def test_real_server_wrong_model_name_is_http_error(served_smollm: tuple[str, str]) -> None:
     base_url, _ = served_smollm
     [response] = OpenAIChatModel(base_url, "not-the-served-model").generate([chat("hi")], GenerationSettings(max_new_tokens=2))

@@ -1,4 +1,7 @@
-"""The transformers backend on the bundled SmolLM2: one-pass scoring and generation, taps, hub cache path."""
+"""The transformers backend on the bundled SmolLM2: one-pass scoring and generation, taps, hub cache path.
+
+The tests that load SmolLM2 are in the slow group (a new cache converts its GGUF first); the one-pass
+path is also checked in the default run on a tiny random model (``test_one_pass_tiny.py``)."""
 
 from __future__ import annotations
 
@@ -86,6 +89,7 @@ def test_one_pass_equals_separate_scoring_and_generate(smollm, batch_size: int, 
     assert worst <= 1e-4
 
 
+@pytest.mark.slow
 def test_responses_keep_prompt_order_and_count_prompt_tokens(smollm) -> None:
     prompts = chats(5)
     responses = smollm.score(prompts, ["A", "B"])
@@ -97,6 +101,7 @@ def test_responses_keep_prompt_order_and_count_prompt_tokens(smollm) -> None:
         assert response.scores.choice == ("A" if response.scores.margin >= 0 else "B")
 
 
+@pytest.mark.slow
 def test_bad_labels_and_stop_tokens_are_refused(smollm) -> None:
     with pytest.raises(ModelError, match="share a first token"):
         smollm.score(chats(1), ["12345", "12346"])
@@ -106,6 +111,7 @@ def test_bad_labels_and_stop_tokens_are_refused(smollm) -> None:
         smollm.generate(chats(1), GenerationSettings(max_new_tokens=2, stop=("two words",)))
 
 
+@pytest.mark.slow
 def test_description_is_complete(smollm) -> None:
     folder, sha = bundled_folder("smollm2-135m-instruct")
     described = smollm.describe()
@@ -118,6 +124,7 @@ def test_description_is_complete(smollm) -> None:
     assert not smollm.model.training
 
 
+@pytest.mark.slow
 def test_taps_observe_each_step_and_are_removed(smollm) -> None:
     layers = smollm.model.model.layers
     events: list[TapEvent] = []
@@ -139,6 +146,7 @@ def test_taps_observe_each_step_and_are_removed(smollm) -> None:
     assert all(e.hidden.shape == (2, 1, 576) for e in events if e.step > 0)
 
 
+@pytest.mark.slow
 def test_taps_are_removed_when_the_block_raises(smollm) -> None:
     layers = smollm.model.model.layers
     with pytest.raises(RuntimeError, match="boom"):
@@ -148,6 +156,7 @@ def test_taps_are_removed_when_the_block_raises(smollm) -> None:
     assert sum(len(layer._forward_hooks) for layer in layers) == 0
 
 
+@pytest.mark.slow
 def test_modifying_taps_patch_the_residual_stream(smollm) -> None:
     prompts = chats(1)
     base = smollm.score(prompts, ["A", "B"])[0].scores.logits
@@ -181,6 +190,7 @@ def _blob_cache(root: Path, repo_id: str, files: Path, sha: str) -> None:
     (repo / "refs" / "main").write_text(sha)
 
 
+@pytest.mark.slow
 def test_offline_hub_cache_resolves_main_to_its_commit(smollm, tmp_path: Path) -> None:
     folder, _ = bundled_folder("smollm2-135m-instruct")
     sha = hashlib.sha1(b"preregbench test snapshot").hexdigest()

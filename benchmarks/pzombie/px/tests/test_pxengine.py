@@ -269,13 +269,13 @@ def test_engine_runs_other_layer_layouts_and_removes_its_hooks(build):
     import torch
     from transformers import AutoTokenizer
 
-    from models import GEMMA3_CHAT_TEMPLATE, bundled_folder
+    from models import GEMMA3_CHAT_TEMPLATE, bundled_tokenizer_folder
     from models._hf import TransformersModel
     from benchmarks.pzombie.px import run_prompts
 
     torch.manual_seed(0)
     net, tokenizer_of, template, text_stack = build()
-    folder, _ = bundled_folder(tokenizer_of)  # only the tokenizer is used
+    folder, _ = bundled_tokenizer_folder(tokenizer_of)  # only the tokenizer is used: no weights converted
     model = TransformersModel(net, AutoTokenizer.from_pretrained(folder), model_id="tiny", revision="sha256:" + "0" * 64,
                               source="from_config", chat_template=GEMMA3_CHAT_TEMPLATE if template else None)
     config = engine_config("270M", recur_start=2, final_layers=1, window_base=2, window_min=1, window_max=3,

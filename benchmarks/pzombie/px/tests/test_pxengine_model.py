@@ -1,4 +1,8 @@
-"""The PX-Engine on the bundled Gemma 3 270M (float32, CPU): telemetry, presets, hooks and isolation modes."""
+"""The PX-Engine on the bundled Gemma 3 270M (float32, CPU): telemetry, presets, hooks and isolation modes.
+
+The tests that load Gemma are in the slow group (a new cache converts its GGUF first); the default run
+checks the engine's presets and hook removal on random-weight models of each layer layout
+(``test_pxengine.py``) and the child outcomes here."""
 
 from __future__ import annotations
 
@@ -81,6 +85,7 @@ def _strip(record) -> dict:
     return {k: v for k, v in record.as_dict().items() if k not in VOLATILE}
 
 
+@pytest.mark.slow
 def test_kurtosis_with_and_without_cache_agree(gemma, calibrated):
     """The decode loop reuses the KV cache; full recomputation of every prefix gives the same sequence (1e-4 rel)."""
     calibrator = calibrated(BASELINE)
@@ -105,6 +110,7 @@ def test_kurtosis_with_and_without_cache_agree(gemma, calibrated):
     assert worst <= 1e-4
 
 
+@pytest.mark.slow
 def test_baseline_leaves_logits_bit_identical_and_active_manifold_changes_them(gemma, calibrated):
     calibrator = calibrated(BASELINE)
     layers = decoder_layers(gemma)
@@ -130,6 +136,7 @@ def test_baseline_leaves_logits_bit_identical_and_active_manifold_changes_them(g
     assert _no_hooks(gemma)
 
 
+@pytest.mark.slow
 def test_hooks_are_removed_after_every_run_and_after_a_failure(gemma, calibrated):
     for preset in (ACTIVE_MANIFOLD, BASELINE):
         calibrator = calibrated(preset)
@@ -219,6 +226,7 @@ def test_child_outcomes_timeout_crash_error_ok():
     assert _in_child(fork, int, ("42",), 30) == ("ok", 42)
 
 
+@pytest.mark.slow
 def test_misuse_is_reported(gemma):
     settings = generation_settings(BASELINE, 2, CONFIG)
     with pytest.raises(PxError, match="pass a ModelSpec"):
