@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from benchmarks.core.selfcheck import expected_pattern, outcomes_by_name, read_report, run_protocol, run_rescorer
+from benchmarks.core.selfcheck import (
+    expected_pattern,
+    import_run_libraries,
+    outcomes_by_name,
+    read_report,
+    run_protocol,
+    run_rescorer,
+)
 
 from .instrument import NOT_PROVEN, gate_table, instrument_verdict
 from .protocol import CLAUSES, GATE, HERE, INSTRUMENT, PREREG
@@ -20,51 +27,12 @@ from .records import UNITS_FILE, find_probes, read_probes
 from .report import fleet_report
 from .worker import SIMULATED_FLEET
 
-SCENARIO_MODELS = '''
-import hashlib
+# The probes of this module run in a fresh pytest session of the test's own process: each checks what a
+# probe writes, reports and refuses, not how a process starts or dies (a killed writer is modelled by a
+# ledger cut mid-record).  The libraries and the scripted models' module are imported before pytester
+# takes its snapshot of sys.modules, so every session shares them.
+import_run_libraries("benchmarks.ladder.scenarios", "benchmarks.ladder.worker")
 
-import models
-from models import LanguageModel, ModelDescription, Response
-
-
-class Flaky(LanguageModel):
-    """Approves everything, except: about 1 unit in 12 times out, 1 in 12 is an HTTP error, 1 in 6 is prose."""
-
-    def describe(self):
-        return ModelDescription(id="scripted-ladder-flaky", revision="sha256:" + "1" * 64, backend="scripted")
-
-    def render_chat(self, chat):
-        return "".join(m["content"] for m in chat)
-
-    def score_and_generate(self, prompts, choices=None, settings=None):
-        out = []
-        for index, prompt in enumerate(prompts):
-            digest = int(hashlib.sha256(self.render_chat(prompt).encode()).hexdigest(), 16) % 12
-            if digest == 0:
-                out.append(Response(index=index, finish_reason="error", error="timeout", error_detail="slow"))
-            elif digest == 1:
-                out.append(Response(index=index, finish_reason="error", error="http_error", error_detail="HTTP 500"))
-            elif digest in (2, 3):
-                out.append(Response(index=index, text="It depends on the auditor.", finish_reason="stop"))
-            else:
-                out.append(Response(index=index, text="All rules hold.\\nDECISION: APPROVE", finish_reason="stop"))
-        return out
-
-
-class Down(Flaky):
-    """Every request fails with a coded HTTP error: no unit carries a decision."""
-
-    def describe(self):
-        return ModelDescription(id="scripted-ladder-down", revision="sha256:" + "2" * 64, backend="scripted")
-
-    def score_and_generate(self, prompts, choices=None, settings=None):
-        return [Response(index=i, finish_reason="error", error="http_error", error_detail="HTTP 503")
-                for i in range(len(prompts))]
-
-
-models.register_model("scripted-ladder-flaky", "test", "coded outcomes", lambda **_: Flaky())
-models.register_model("scripted-ladder-down", "test", "every unit errored", lambda **_: Down())
-'''
 
 #: The generated completeness checks (benchmarks.core) and the probe's own (test_completeness.py).
 COMPLETENESS = ["test_every_unit_recorded_once", "test_records_carry_the_run_identity", "test_records_file_written",
@@ -75,9 +43,14 @@ COMPLETENESS = ["test_every_unit_recorded_once", "test_records_carry_the_run_ide
 ANALYSIS = ["test_failure_signature", "test_approve_rate_by_tier", "test_per_check_accuracy_and_depth_window"]
 
 
-def run_ladder(pytester: pytest.Pytester, results: Path, *args: str) -> pytest.RunResult:
-    pytester.makepyfile(scenario_models=SCENARIO_MODELS)
-    return run_protocol(pytester, HERE, results, "-p", "scenario_models", *args)
+def run_ladder(pytester: pytest.Pytester, results: Path, *args: str, in_process: bool = False) -> pytest.RunResult:
+    """A probe of the protocol; ``in_process`` for checks of what a run writes (see ``selfcheck.run_protocol``)."""
+    return run_protocol(pytester, HERE, results, "-p", "benchmarks.ladder.scenarios", *args, in_process=in_process)
+
+
+def probe(pytester: pytest.Pytester, results: Path, *args: str) -> pytest.RunResult:
+    """A probe run in this process (see the note at the imports)."""
+    return run_ladder(pytester, results, *args, in_process=True)
 
 
 def report_of(results: Path) -> dict[str, Any]:
@@ -129,7 +102,7 @@ def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path, r
     folders = []
     for label, model in SIMULATED_FLEET.items():
         results = tmp_path / "fleet" / label
-        result = run_ladder(pytester, results, "--model", model, "--ladder-state", state, "--ladder-seed", str(seed))
+        result = probe(pytester, results, "--model", model, "--ladder-state", state, "--ladder-seed", str(seed))
         report = report_of(results)
         protocol = report["benchmark"]["protocols"]["ladder"]
         assert protocol["status"] == "complete", result.stdout.str()
@@ -173,7 +146,8 @@ def test_simulated_fleet_on_round_3(pytester: pytest.Pytester, tmp_path: Path, r
 
     # The same verdict as preregistered rule tests over the round directory.
     results = tmp_path / "instrument-run"
-    result = run_protocol(pytester, HERE / "test_instrument.py", results, f"--ladder-round-dir={tmp_path / 'fleet'}")
+    result = run_protocol(pytester, HERE / "test_instrument.py", results, f"--ladder-round-dir={tmp_path / 'fleet'}",
+                          in_process=True)
     protocol = report_of(results)["benchmark"]["protocols"]["ladder"]
     assert protocol["status"] == "complete", result.stdout.str()
     assert protocol["classifications"]["instrument"]["outcome"]["label"] == verdict.label
@@ -225,7 +199,7 @@ def test_probe_whose_every_unit_errored_is_a_complete_run(pytester: pytest.Pytes
     """Every call fails with a coded error: the gate is decided by its first rule (ERRORED_UNITS_OVER_LIMIT)
     without reading an error share; the clauses whose share has no scored unit skip, naming the metric."""
     results = tmp_path / "results"
-    result = run_ladder(pytester, results, "--model", "scripted-ladder-down")
+    result = probe(pytester, results, "--model", "scripted-ladder-down")
     report = report_of(results)
     protocol = report["benchmark"]["protocols"]["ladder"]
     assert protocol["status"] == "complete", result.stdout.str()
@@ -253,7 +227,7 @@ def test_probe_whose_every_unit_errored_is_a_complete_run(pytester: pytest.Pytes
 
 
 def test_campaign_seed_stops_the_probe(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    result = run_ladder(pytester, tmp_path / "results", "--model", SIMULATED_FLEET["R1"], "--ladder-seed", "2")
+    result = probe(pytester, tmp_path / "results", "--model", SIMULATED_FLEET["R1"], "--ladder-seed", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "Capability ladder cannot run: seed 2 is a campaign seed (1, 2, 3)" in usage_line(result)
     assert not (tmp_path / "results").exists()
@@ -265,7 +239,7 @@ def test_campaign_seed_stops_the_probe(pytester: pytest.Pytester, tmp_path: Path
      "--ladder-dial moves dials only in a retune; name the probe it retunes with --ladder-retune-of"),
 ])
 def test_bad_probe_options_stop_before_any_test(pytester: pytest.Pytester, tmp_path: Path, args, message) -> None:
-    result = run_ladder(pytester, tmp_path / "results", "--model", SIMULATED_FLEET["R1"], *args)
+    result = probe(pytester, tmp_path / "results", "--model", SIMULATED_FLEET["R1"], *args)
     assert f"Capability ladder cannot run: {message}" in usage_line(result)
     assert not (tmp_path / "results").exists()
 
@@ -277,7 +251,7 @@ def test_killed_probe_resumes_without_loss_or_duplicates(pytester: pytest.Pytest
     results = tmp_path / "results"
     args = ("--model", SIMULATED_FLEET["R1"], "--ladder-state", "v1-r1", "--ladder-seed", "102",
             "--ladder-retune-of", "v1-r1-seed101", "--ladder-dial", "distractors=6", "--run-id", "resume-me")
-    run_ladder(pytester, results, *args)
+    probe(pytester, results, *args)
     [folder] = find_probes(results)
     assert folder.name == "v1-r1-retune-seed102"
     run_dir = results / "ladder" / "resume-me"
@@ -287,7 +261,7 @@ def test_killed_probe_resumes_without_loss_or_duplicates(pytester: pytest.Pytest
     ledger.write_bytes(b"".join(lines[:70]) + lines[70][:40])
     for name in ("report.json", "summary.json", "analysis.json", f"{folder.name}/analysis.json"):
         (run_dir / name).unlink()  # a killed run has written none of its results
-    result = run_ladder(pytester, results, *args)
+    result = probe(pytester, results, *args)
     assert report_of(results)["benchmark"]["protocols"]["ladder"]["status"] == "complete", result.stdout.str()
     units = [json.loads(line) for line in ledger.read_text().splitlines()]
     assert len(units) == 150 == len({u["unit_id"] for u in units})
@@ -300,7 +274,7 @@ def test_killed_probe_resumes_without_loss_or_duplicates(pytester: pytest.Pytest
     assert resumed["classifications"] == first["classifications"] and resumed["metrics"] == first["metrics"]
     # The finished probe cannot be re-read under other settings.
     before = digest_tree(run_dir)
-    result = run_ladder(pytester, results, *args, "--ladder-max-tokens", "64")
+    result = probe(pytester, results, *args, "--ladder-max-tokens", "64")
     line = usage_line(result)
     assert "Capability ladder cannot run: run resume-me" in line and "max_tokens: 8192 -> 64" in line
     assert digest_tree(run_dir) == before
@@ -314,14 +288,14 @@ def test_resume_with_another_model_is_refused_before_any_write(pytester: pytest.
     metadata.json; the existing run's files stay byte-identical."""
     results = tmp_path / "results"
     common = ("--ladder-units-per-tier", "2", "--run-id", "mine")
-    run_ladder(pytester, results, "--model", SIMULATED_FLEET["R1"], *common)
+    probe(pytester, results, "--model", SIMULATED_FLEET["R1"], *common)
     run_dir = results / "ladder" / "mine"
     [folder] = find_probes(results)
     if sidecars == "deleted":
         (run_dir / "provenance.json").unlink()
         (folder / "metadata.json").unlink()
     before = digest_tree(run_dir)
-    result = run_ladder(pytester, results, "--model", SIMULATED_FLEET["R2"], *common)
+    result = probe(pytester, results, "--model", SIMULATED_FLEET["R2"], *common)
     line = usage_line(result)
     assert f"model: {SIMULATED_FLEET['R1']!r} -> {SIMULATED_FLEET['R2']!r}" in line
     assert f"rung: {SIMULATED_FLEET['R1']!r} -> {SIMULATED_FLEET['R2']!r}" in line
@@ -339,12 +313,12 @@ def test_damaged_metadata_is_refused_with_one_line_before_any_write(pytester: py
     session stops before any test and leaves every file of the run as it was."""
     results = tmp_path / "results"
     common = ("--model", SIMULATED_FLEET["R1"], "--ladder-units-per-tier", "2", "--run-id", "damaged")
-    run_ladder(pytester, results, *common)
+    probe(pytester, results, *common)
     [folder] = find_probes(results)
     (folder / "metadata.json").write_bytes(damage)
     run_dir = results / "ladder" / "damaged"
     before = digest_tree(run_dir)
-    line = usage_line(run_ladder(pytester, results, *common))
+    line = usage_line(probe(pytester, results, *common))
     assert "metadata.json" in line and named in line, line
     assert digest_tree(run_dir) == before
 
@@ -355,12 +329,12 @@ def test_a_probe_killed_before_its_first_unit_is_resumed_only_with_its_settings(
     with other limits is refused from it alone, and nothing is rewritten."""
     results = tmp_path / "results"
     common = ("--model", SIMULATED_FLEET["R1"], "--run-id", "early")
-    run_ladder(pytester, results, *common, "--ladder-units-per-tier", "2")
+    probe(pytester, results, *common, "--ladder-units-per-tier", "2")
     [folder] = find_probes(results)
     (folder / UNITS_FILE).write_bytes(b"")
     (results / "ladder" / "early" / "provenance.json").unlink()
     run_dir = results / "ladder" / "early"
     before = digest_tree(run_dir)
-    line = usage_line(run_ladder(pytester, results, *common, "--ladder-units-per-tier", "3"))
+    line = usage_line(probe(pytester, results, *common, "--ladder-units-per-tier", "3"))
     assert "written by another probe" in line and "units_per_tier: 2 -> 3" in line, line
     assert digest_tree(run_dir) == before
