@@ -34,7 +34,7 @@ def expected_counts(records: list[dict[str, Any]]) -> dict[str, tuple[int, int]]
 def test_every_share_has_its_interval(pytester: pytest.Pytester, tmp_path: Path, model: str) -> None:
     """The heuristic audit's scores (fixed strategies on the whole fixture set) are not named as shares and carry
     no interval: they describe the frozen fixtures exactly."""
-    _, report, run_dir = run_res(pytester, tmp_path, "--model", model)
+    _, report, run_dir = run_res(pytester, tmp_path, "--model", model, in_process=True)
     assert {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"]
             if t["nodeid"].split("::")[-1] in COMPLETENESS} == dict.fromkeys(COMPLETENESS, "passed")
     summary = json.loads((run_dir / "summary.json").read_text())

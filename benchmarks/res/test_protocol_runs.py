@@ -13,6 +13,7 @@ import pytest
 from benchmarks.core.rundir import SUITE_ROOT
 from benchmarks.core.selfcheck import (
     expected_pattern,
+    import_run_libraries,
     outcomes_by_name,
     read_report,
     run_protocol,
@@ -21,53 +22,12 @@ from benchmarks.core.selfcheck import (
 
 from .protocol import GATE, HERE, PREREG
 
-SCENARIO_MODELS = '''
-from dataclasses import dataclass
+# Runs that check what a run writes, reports and refuses go through a fresh pytest session of the test's own
+# process (in_process=True); the bundled-model run, the two-worker run and the runs about how a session
+# starts (unavailable model, no -m cpu) keep their own process.  The libraries and the scenario models'
+# module are imported before pytester takes its snapshot of sys.modules, so every session shares them.
+import_run_libraries("benchmarks.res.scenarios")
 
-import models
-from models import Opposite, Oracle, Prose, ScriptedModel
-
-
-@dataclass(frozen=True)
-class ByCondition(models.Policy):
-    five: models.Policy
-    minimal: models.Policy
-
-    def __call__(self, prompt):
-        return (self.minimal if "ACTION CODES" in prompt else self.five)(prompt)
-
-    def describe(self):
-        return {"policy": "ByCondition", "five": self.five.describe(), "minimal": self.minimal.describe()}
-
-
-def right(gold):
-    return Oracle(gold)
-
-
-def wrong(gold):
-    return Opposite(Oracle(gold), ("A", "B"))
-
-
-def scenario(name, scorer, writer):
-    models.register_model(name, "scripted", name, lambda gold, **_: ScriptedModel(name, scorer(gold), writer(gold)))
-
-
-scenario("scripted-res-mismatch", wrong, right)
-scenario("scripted-res-prose", right, lambda gold: Prose("I would need more context before deciding."))
-scenario("scripted-res-five-factor", lambda g: ByCondition(wrong(g), right(g)), lambda g: ByCondition(wrong(g), right(g)))
-scenario("scripted-res-mixed", right, lambda g: ByCondition(right(g), wrong(g)))
-
-
-class WithTokenizer(ScriptedModel):
-    """The oracle with a tokenizer: each label is one token (A -> 330, B -> 426)."""
-
-    def encode(self, text):
-        return [{"A": 330, "B": 426}[text]] if text in ("A", "B") else [1, 2]
-
-
-models.register_model("scripted-res-tokenizer", "scripted", "oracle with a tokenizer",
-                      lambda gold, **_: WithTokenizer("scripted-res-tokenizer", right(gold)))
-'''
 
 COMPLETENESS = ["test_fixtures_built", "test_logit_scoring_done", "test_greedy_generation_done", "test_parsing_done",
                 "test_every_unit_recorded_once", "test_records_carry_the_run_identity", "test_records_file_written",
@@ -75,10 +35,11 @@ COMPLETENESS = ["test_fixtures_built", "test_logit_scoring_done", "test_greedy_g
                 "test_result_files_written", "test_rescorer_agrees"]
 
 
-def run_res(pytester: pytest.Pytester, tmp_path: Path, *args: str) -> tuple[pytest.RunResult, dict[str, Any], Path]:
-    pytester.makepyfile(scenario_models=SCENARIO_MODELS)
+def run_res(pytester: pytest.Pytester, tmp_path: Path, *args: str,
+            in_process: bool = False) -> tuple[pytest.RunResult, dict[str, Any], Path]:
+    """A RES run with the scenario models; ``in_process`` for checks of what a run writes (``selfcheck.run_protocol``)."""
     results = tmp_path / "results"
-    result = run_protocol(pytester, HERE, results, "-p", "scenario_models", *args)
+    result = run_protocol(pytester, HERE, results, "-p", "benchmarks.res.scenarios", *args, in_process=in_process)
     report, run_dir = read_report(results, "res", result)
     return result, report, run_dir
 
@@ -106,7 +67,7 @@ P, F, S = "passed", "failed", "skipped"
 ])
 def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: Path, model: str,
                                            expected_label: str, pattern: list[str]) -> None:
-    result, report, run_dir = run_res(pytester, tmp_path, "--model", model)
+    result, report, run_dir = run_res(pytester, tmp_path, "--model", model, in_process=True)
     rules, completeness = outcomes(report)
     assert rules == pattern == expected_pattern(GATE, expected_label)
     assert set(completeness.values()) == {"passed"}
@@ -129,7 +90,7 @@ def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: 
 
 
 def test_provenance_records_the_label_token_ids(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    _, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-res-tokenizer")
+    _, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-res-tokenizer", in_process=True)
     assert report["benchmark"]["protocols"]["res"]["status"] == "complete"
     provenance = json.loads((run_dir / "provenance.json").read_text())
     assert provenance["extra"]["label_token_ids"] == {"A": 330, "B": 426}
@@ -139,7 +100,8 @@ def test_provenance_records_the_label_token_ids(pytester: pytest.Pytester, tmp_p
 
 
 def test_balanced_fixture_set_is_recorded_as_a_deviation(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    _, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--res-fixture-set", "balanced")
+    _, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--res-fixture-set", "balanced",
+                               in_process=True)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["fixture_set"] == "balanced"
     assert "fixture set 'balanced' instead of 'preregistered'" in summary["deviations"]
@@ -197,7 +159,7 @@ def test_two_xdist_workers_share_one_measurement(pytester: pytest.Pytester, tmp_
 
 def test_the_old_fixture_set_flag_still_works(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """``--fixture-set`` is kept as an alias of ``--res-fixture-set`` for one release."""
-    _, _, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--fixture-set", "balanced")
+    _, _, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--fixture-set", "balanced", in_process=True)
     assert json.loads((run_dir / "summary.json").read_text())["fixture_set"] == "balanced"
 
 
@@ -211,13 +173,13 @@ def test_a_resume_with_another_model_is_refused_before_any_write(pytester: pytes
                                                                   sidecars: str) -> None:
     """The records themselves carry the model: with or without provenance.json and summary.json, a resume
     with another model stops before any test with one line, and every file of the run stays as it was."""
-    _, _, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--run-id", "first")
+    _, _, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--run-id", "first", in_process=True)
     if sidecars == "deleted":
         for name in ("provenance.json", "summary.json", "fixtures.json"):
             (run_dir / name).unlink()
     before = tree_digest(run_dir)
-    result = run_protocol(pytester, HERE, tmp_path / "results", "-p", "scenario_models",
-                          "--model", "scripted-constant", "--run-id", "first")
+    result = run_protocol(pytester, HERE, tmp_path / "results", "-p", "benchmarks.res.scenarios",
+                          "--model", "scripted-constant", "--run-id", "first", in_process=True)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = result.stdout.str() + result.stderr.str()
     assert ("RES cannot run: run first was started with other settings "
@@ -226,10 +188,10 @@ def test_a_resume_with_another_model_is_refused_before_any_write(pytester: pytes
 
 
 def test_a_resume_with_another_fixture_set_is_refused(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    _, _, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--run-id", "first")
+    _, _, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "--run-id", "first", in_process=True)
     before = tree_digest(run_dir)
     result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-oracle", "--run-id", "first",
-                          "--res-fixture-set", "balanced")
+                          "--res-fixture-set", "balanced", in_process=True)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = result.stdout.str() + result.stderr.str()
     assert "fixture_set: 'preregistered' -> 'balanced'" in text
@@ -248,7 +210,8 @@ def test_without_m_cpu_the_summary_says_no_protocol_ran(pytester: pytest.Pyteste
 
 
 def test_a_bad_option_value_is_one_usage_line_naming_the_valid_ones(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-oracle", "--res-fixture-set", "x")
+    result = run_protocol(pytester, HERE, tmp_path / "results", "--model", "scripted-oracle", "--res-fixture-set", "x",
+                          in_process=True)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert ("RES cannot run: --res-fixture-set 'x' is not valid; choose one of: preregistered, balanced"
             in result.stdout.str() + result.stderr.str())

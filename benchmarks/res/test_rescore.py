@@ -68,7 +68,7 @@ def test_the_rescorer_agrees_with_a_run_and_names_the_unit_of_every_changed_prim
         pytester: pytest.Pytester, tmp_path: Path) -> None:
     """One scripted run (generations right on five-factor, wrong on the minimal audit: MIXED_GATE_OUTCOME), then a
     copy of it per change; each change is one primitive field of one unit, and only that unit is named."""
-    _, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-res-mixed")
+    _, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-res-mixed", in_process=True)
     summary = json.loads((run_dir / "summary.json").read_text())
     label = summary["classifications"]["gate"]
     assert label == report["benchmark"]["protocols"]["res"]["classifications"]["gate"]["outcome"]["label"]
@@ -167,7 +167,7 @@ def test_the_rescorer_agrees_with_a_run_and_names_the_unit_of_every_changed_prim
 def test_a_gold_change_moves_the_rescored_classification(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """The rescorer's metrics come from its own gold letters: swapping the action codes of nine minimal rows of an
     oracle run drops both recomputed minimal accuracies from 1 to 23/32, below 0.75, and the label with them."""
-    _, _, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle")
+    _, _, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", in_process=True)
     status, got, _ = rescore(run_dir)
     assert status == 0 and got["classification"] == "RESPONSE_INTERFACE_GATE_PASSED"
 
