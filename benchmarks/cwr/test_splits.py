@@ -11,7 +11,7 @@ import pytest
 
 import worlds
 from benchmarks.core.protocol import UsageProblem
-from benchmarks.core.selfcheck import read_report, run_protocol, run_rescorer
+from benchmarks.core.selfcheck import import_run_libraries, read_report, run_protocol, run_rescorer
 from benchmarks.core.verify import verify
 
 from . import splits as splits_module
@@ -233,8 +233,14 @@ def test_a_generated_split_holds_no_interchangeable_pair() -> None:
 # ----------------------------------------------------------------- whole runs
 
 
+# The scripted split runs check what a run writes and refuses: they run in a fresh pytest session of this
+# process, which builds the split once (the generator's cache is kept between sessions) instead of once per
+# subprocess.  The libraries are imported before pytester takes its snapshot of sys.modules.
+import_run_libraries("benchmarks.cwr.scripted")
+
+
 def run_split(pytester: pytest.Pytester, results: Path, *args: str):
-    result = run_protocol(pytester, HERE, results, "--model", "scripted-oracle", *args)
+    result = run_protocol(pytester, HERE, results, "--model", "scripted-oracle", *args, in_process=True)
     report, run_dir = read_report(results, "cwr", result)
     return result, report, run_dir
 
@@ -273,7 +279,7 @@ def test_the_committed_path_with_the_test_seed(pytester: pytest.Pytester, tmp_pa
     # A wrong seed: refused before any work, nothing written.
     wrong = write(tmp_path, "ab" * 32)
     refused = run_protocol(pytester, HERE, results, "--model", "scripted-oracle", "--cwr-split", "selfcheck",
-                           "--cwr-seed-file", str(wrong))
+                           "--cwr-seed-file", str(wrong), in_process=True)
     out = refused.stdout.str() + refused.stderr.str()
     assert refused.ret != 0 and "committed in prereg [splits.selfcheck]: it is not the split's seed" in out
     assert not results.exists()
