@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from models import GenerationSettings, TapEvent, bundled_folder
+from models import GenerationSettings, TapEvent, bundled_tokenizer_folder
 from models._hf import TransformersModel
 
 pytestmark = pytest.mark.gpu
@@ -22,7 +22,7 @@ def tiny_pair():
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    folder, _ = bundled_folder("smollm2-135m-instruct")  # only its tokenizer is used
+    folder, _ = bundled_tokenizer_folder("smollm2-135m-instruct")  # only its tokenizer is used
     config = LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
     torch.manual_seed(0)

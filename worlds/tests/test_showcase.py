@@ -204,10 +204,10 @@ def test_prompt_token_counts_count_the_prompt_text(pairs):
     # counted independently through transformers' AutoTokenizer on the model's cache folder
     # (SmolLM2 only: loading Gemma's 33 MB tokenizer that way takes seconds more for the same check)
     transformers = pytest.importorskip("transformers", reason="the cross-count needs transformers")
-    from models._bundled import bundled_folder
+    from models import bundled_tokenizer_folder
 
     name = worlds.TOKENIZERS[0]
-    toks = {name: transformers.AutoTokenizer.from_pretrained(str(bundled_folder(name)[0]))}
+    toks = {name: transformers.AutoTokenizer.from_pretrained(str(bundled_tokenizer_folder(name)[0]))}
     for p in pairs[:2]:
         for name, tok in toks.items():
             for cond, side in (("F", p.f), ("C", p.c)):

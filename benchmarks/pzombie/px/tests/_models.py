@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from models import GEMMA3_CHAT_TEMPLATE, GenerationSettings, LanguageModel, bundled_folder, load_model
+from models import GEMMA3_CHAT_TEMPLATE, GenerationSettings, LanguageModel, bundled_tokenizer_folder, load_model
 
 
 def faulty_gemma(**options) -> LanguageModel:
@@ -37,7 +37,7 @@ def tiny_gemma(device: str = "cpu", dtype: str = "float32") -> LanguageModel:
 
     from models._hf import TransformersModel
 
-    folder, _ = bundled_folder("gemma-3-270m")
+    folder, _ = bundled_tokenizer_folder("gemma-3-270m")  # only the tokenizer: no weights converted
     config = Gemma3TextConfig(vocab_size=262144, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
                               num_attention_heads=4, num_key_value_heads=1, head_dim=16, max_position_embeddings=512,
                               sliding_window=64)
