@@ -8,6 +8,7 @@ import inspect
 import os
 import random
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -147,6 +148,60 @@ def cpu_threads(torch: Any) -> int:
     return max(1, min(default, round(usable - busy)))
 
 
+#: ``shared_prefix`` modes of :class:`TransformersModel` (None: every batch runs one plain prefill).
+SHARED_PREFIX_MODES = ("layout", "once")
+
+
+@dataclass
+class _PrefixEntry:
+    """Cached keys and values of the first ``len(ids)`` real tokens of a prompt, for every decoder layer.
+
+    ``key`` says under which layout they were computed: ``("layout", pads, width, ...)`` for a row of a
+    left-padded batch (its pad count and the batch width), ``("once", ...)`` for the tokens alone (batch 1,
+    positions 0..n-1).  ``layers`` holds one (keys, values) pair a layer, each ``[1, kv_heads, len(ids), head_dim]``.
+    """
+
+    key: tuple
+    ids: tuple[int, ...]
+    layers: list[tuple[Any, Any]]
+    nbytes: int
+
+
+#: The fewest token rows a thread that a pass of the shared-prefix path may multiply: the CPU BLAS takes another
+#: kernel for very short matrices, whose sums round differently (measured with torch 2.13's MKL on SmolLM2's
+#: shapes: 1-3 rows differ from 4 or more at 1 thread; at 2 threads 1-3, 5-7 and 9-11 differ, 12 and more agree).
+_MIN_GEMM_ROWS = 8
+
+
+def _sdpa_query_block(queries: int) -> int:
+    """Rows per query block of torch's CPU flash-attention kernel (``FlashAttentionKernel.cpp``) for a pass of
+    ``queries`` query positions."""
+    return 256 if queries >= 768 else 64 if queries >= 192 else 32
+
+
+def _same_query_blocks(width: int, queries: int) -> bool:
+    """Whether the last ``queries`` of ``width`` query positions get the same attention arithmetic in a pass of
+    their own as in one pass over all ``width``.  The kernel multiplies each block of query rows with one matrix
+    product; a block of 1-3 rows goes to another BLAS kernel and rounds differently.  Every block other than the
+    last is full (32 rows or more), so the condition is on the last block of each pass: 4 rows or more in both,
+    or exactly the same rows (the same size: both blocks end at the last position).  A pass of fewer than 4
+    query positions is never taken (one position, measured, rounds differently even against a last block of
+    one row)."""
+    if queries < 4:
+        return False
+    last = [n % _sdpa_query_block(n) or _sdpa_query_block(n) for n in (width, queries)]
+    return last[1] == last[0] if last[0] < 4 else last[1] >= 4
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 def _device(torch: Any, name: str | None) -> str:
     name = name or "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -172,10 +227,18 @@ class TransformersModel(LanguageModel):
         batch_size: int = 8,
         seed: int = 0,
         threads: int | str | None = None,
+        shared_prefix: str | None = None,
+        shared_prefix_min: int = 32,
+        shared_prefix_bytes: int = 256 << 20,
     ):
         torch = _torch()
         if batch_size < 1:
             raise ModelError(f"batch_size must be >= 1, got {batch_size}")
+        if shared_prefix is not None and shared_prefix not in SHARED_PREFIX_MODES:
+            raise ModelError(f"shared_prefix must be None or one of {', '.join(SHARED_PREFIX_MODES)}, "
+                             f"got {shared_prefix!r}")
+        if shared_prefix_min < 1:
+            raise ModelError(f"shared_prefix_min must be >= 1, got {shared_prefix_min}")
         if threads == "auto":
             on_cpu = next(model.parameters()).device.type == "cpu"
             threads = cpu_threads(torch) if on_cpu else None
@@ -201,6 +264,16 @@ class TransformersModel(LanguageModel):
         # transformers 5 renamed past_key_values to cache; older releases know only the former.
         self._cache_arg = "cache" if "cache" in accepted else "past_key_values"
         self._last_only = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
+        # Shared-prefix prefill (see _prefill): the mode, the least number of cached columns worth a second
+        # forward, the byte budget of the cached prefixes, and counters of what each batch did.
+        self.shared_prefix = shared_prefix
+        self.shared_prefix_min = shared_prefix_min
+        self.shared_prefix_bytes = shared_prefix_bytes
+        self.prefix_stats = {"batches": 0, "shared_batches": 0, "full_rows": 0, "tail_rows": 0,
+                             "cached_columns": 0, "prefix_forwards": 0, "entries_stored": 0, "entry_hits": 0}
+        self._prefixes: list[_PrefixEntry] = []
+        self._prefix_eligible: bool | None = None
+        self._tap_depth = 0
         self._seed_all(torch)
 
     # -- construction ---------------------------------------------------------------------------
@@ -348,17 +421,28 @@ class TransformersModel(LanguageModel):
             return hook
 
         handles = []
+        # Inside taps every prefill is the plain one: a tap sees each prompt token once, in one pass a batch,
+        # and the decoder's pre-hook counts one step per pass (what P-Zombie reads).
+        self._tap_depth += 1
         try:
             handles.append(decoder.register_forward_pre_hook(count_step))
             for index in chosen:
                 handles.append(blocks[index].register_forward_hook(make_hook(index)))
             yield
         finally:
+            self._tap_depth -= 1
             for handle in handles:
                 handle.remove()
 
+    def forget_prefixes(self) -> None:
+        """Drop every cached prefix and zero ``prefix_stats``: the next batch starts as in a fresh process."""
+        self._prefixes = []
+        for name in self.prefix_stats:
+            self.prefix_stats[name] = 0
+
     def close(self) -> None:
         self.model = None  # drop the weights; the object is unusable afterwards
+        self._prefixes = []
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -422,6 +506,233 @@ class TransformersModel(LanguageModel):
             processors.append(NoRepeatNGramLogitsProcessor(settings.no_repeat_ngram_size))
         return processors
 
+    # -- prefill --------------------------------------------------------------------------------
+
+    def _prefill(self, input_ids: Any, mask: Any, positions: Any) -> tuple[Any, Any]:
+        """Last-position float32 logits (one row a prompt, batch order) and the KV cache of a left-padded batch.
+
+        Plain: one forward over the whole padded batch.  With ``shared_prefix`` set (and the model, device and
+        call allowing it, see :meth:`_shared_prefix_usable`), rows whose first columns are already cached run
+        only their remaining columns; see :meth:`_plan_layout` and :meth:`_plan_once`.  The decoder stack runs
+        on the row subsets, the output head once on every row's last position (as the plain prefill does: the
+        head's matrix product rounds differently with fewer than 4 rows).  The cache handed to decoding keeps
+        the plain layout: every row ``[pads | prompt]`` over the batch's padded width, with the same attention
+        mask and position ids as the plain prefill.
+        """
+        torch = _torch()
+        self.prefix_stats["batches"] += 1
+        n, width = input_ids.shape
+        plan = None
+        if self._shared_prefix_usable(input_ids):
+            pads = (width - mask.sum(dim=-1)).tolist()
+            rows = [row[pad:] for row, pad in zip(input_ids.tolist(), pads)]
+            plan = (self._plan_layout if self.shared_prefix == "layout" else self._plan_once)(rows, pads, width)
+        if plan is None:
+            self.prefix_stats["full_rows"] += n
+            out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                             **self._last_only)
+            return out.logits[:, -1, :].to(dtype=torch.float32), self._cache_of(out)
+        from transformers import DynamicCache
+
+        full, tail, split, entries, store = plan
+        decoder = self.model.get_decoder()
+        parts = []  # (last hidden state, cache) of each forward: the full rows first, then the others
+        if full:
+            index = torch.tensor(full, device=input_ids.device)
+            out = decoder(input_ids=input_ids[index], attention_mask=mask[index], position_ids=positions[index],
+                          use_cache=True)
+            cache = self._cache_of(out)
+            parts.append((out.last_hidden_state[:, -1:, :], cache))
+            stored = {}
+            for row, (key, ids) in store.items():
+                j, pad = full.index(row), pads[row]
+                stored[key] = self._store_prefix(key, ids, [(layer.keys[j:j + 1, :, pad:pad + len(ids)],
+                                                             layer.values[j:j + 1, :, pad:pad + len(ids)])
+                                                            for layer in cache.layers])
+            # a row waiting for its layout's entry (a key in the plan) takes the one stored just now
+            entries = {row: stored[entry] if isinstance(entry, tuple) else entry for row, entry in entries.items()}
+        if tail:
+            index = torch.tensor(tail, device=input_ids.device)
+            layers = []
+            for number, (keys0, values0) in enumerate(entries[tail[0]].layers):
+                keys = keys0.new_zeros((len(tail), keys0.shape[1], split, keys0.shape[3]))
+                values = values0.new_zeros((len(tail), values0.shape[1], split, values0.shape[3]))
+                for j, row in enumerate(tail):
+                    pad = pads[row]
+                    if split > pad:  # columns 0..pad-1 are padding: masked, their zeros never weigh
+                        cached_keys, cached_values = entries[row].layers[number]
+                        keys[j, :, pad:] = cached_keys[0, :, :split - pad]
+                        values[j, :, pad:] = cached_values[0, :, :split - pad]
+                layers.append((keys, values))
+            out = decoder(input_ids=input_ids[index, split:], attention_mask=mask[index],
+                          position_ids=positions[index, split:], use_cache=True,
+                          **{self._cache_arg: DynamicCache(layers)})
+            parts.append((out.last_hidden_state[:, -1:, :], self._cache_of(out)))
+            self.prefix_stats["shared_batches"] += 1
+            self.prefix_stats["cached_columns"] += split * len(tail)
+        self.prefix_stats["full_rows"] += len(full)
+        self.prefix_stats["tail_rows"] += len(tail)
+        head = self.model.get_output_embeddings()
+        if len(parts) == 1:
+            hidden, cache = parts[0]
+            return head(hidden)[:, -1, :].to(dtype=torch.float32), cache
+        order = torch.tensor(full + tail, device=input_ids.device)
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(n, device=input_ids.device)
+        (hidden_a, cache_a), (hidden_b, cache_b) = parts
+        layers = [(torch.cat([a.keys, b.keys])[inverse], torch.cat([a.values, b.values])[inverse])
+                  for a, b in zip(cache_a.layers, cache_b.layers)]
+        return head(torch.cat([hidden_a, hidden_b])[inverse])[:, -1, :].to(dtype=torch.float32), DynamicCache(layers)
+
+    def _shared_prefix_usable(self, input_ids: Any) -> bool:
+        """Whether this batch may take the shared-prefix path: the option is on, no taps are active, the model
+        is on the CPU, and its cache is a plain full-attention ``DynamicCache`` (no sliding-window or hybrid
+        layers, such as Gemma 3's)."""
+        if self.shared_prefix is None or self._tap_depth or input_ids.shape[0] < 2:
+            return False
+        if input_ids.device.type != "cpu" or not self._last_only:
+            return False
+        if self.shared_prefix == "layout" and getattr(self.model.config, "_attn_implementation", None) != "sdpa":
+            return False  # the layout rules (see _plan_layout) are those of torch's CPU sdpa kernel
+        if self._prefix_eligible is None:
+            self._prefix_eligible = self._plain_full_attention()
+        return self._prefix_eligible
+
+    def _plain_full_attention(self) -> bool:
+        """A llama-style causal LM: every cache layer a full-attention ``DynamicLayer`` (transformers' own layer
+        types for this config; Gemma 3's sliding-window layers are not), and logits that are the output head
+        on the decoder's last hidden state, bit for bit (a probe of three tokens; no soft-capping or scaling)."""
+        torch = _torch()
+        try:
+            from transformers import DynamicCache
+            from transformers.cache_utils import DynamicLayer
+
+            if self._cache_arg != "cache" or not all(
+                    type(layer) is DynamicLayer for layer in DynamicCache(config=self.model.config).layers):
+                return False
+            device = next(self.model.parameters()).device
+            probe = torch.tensor([[0, 1, 2]], device=device) % self.model.config.get_text_config().vocab_size
+            with torch.inference_mode():
+                logits = self.model(input_ids=probe, use_cache=False, **self._last_only).logits
+                hidden = self.model.get_decoder()(input_ids=probe, use_cache=False).last_hidden_state
+                return torch.equal(logits, self.model.get_output_embeddings()(hidden[:, -1:, :]))
+        except Exception:  # another cache API or model layout: keep the plain path
+            return False
+
+    def _prefix_context(self) -> tuple:
+        """What besides the layout the cached columns depend on: attention implementation and thread count."""
+        torch = _torch()
+        return (getattr(self.model.config, "_attn_implementation", None), torch.get_num_threads())
+
+    def _find_prefix(self, key: tuple, ids: Sequence[int]) -> tuple[_PrefixEntry | None, int]:
+        """The cached entry under ``key`` sharing the most leading tokens with ``ids``, and that count."""
+        best, length = None, 0
+        for entry in self._prefixes:
+            if entry.key == key:
+                common = _common_length(entry.ids, ids)
+                if common > length:
+                    best, length = entry, common
+        return best, length
+
+    def _store_prefix(self, key: tuple, ids: Sequence[int], layers: list[tuple[Any, Any]]) -> _PrefixEntry:
+        """Cache copies of ``layers`` under ``key`` and ``ids``; beyond ``shared_prefix_bytes`` the least recently
+        used entries go (the new one stays)."""
+        layers = [(k.clone(), v.clone()) for k, v in layers]
+        entry = _PrefixEntry(key, tuple(ids), layers, sum(k.nbytes + v.nbytes for k, v in layers))
+        self._prefixes = [e for e in self._prefixes if not (e.key == key and e.ids == entry.ids)]
+        self._prefixes.append(entry)
+        while len(self._prefixes) > 1 and sum(e.nbytes for e in self._prefixes) > self.shared_prefix_bytes:
+            self._prefixes.pop(0)
+        self.prefix_stats["entries_stored"] += 1
+        return entry
+
+    def _touch(self, entry: _PrefixEntry) -> None:
+        if entry in self._prefixes:
+            self._prefixes.remove(entry)
+            self._prefixes.append(entry)
+        self.prefix_stats["entry_hits"] += 1
+
+    def _plan_layout(self, rows: list[list[int]], pads: list[int], width: int) -> tuple | None:
+        """Reuse only columns computed under the same layout: the same pad count and the same batch width.
+
+        The plain prefill's arithmetic for a row does not depend on the other rows of the batch, only on the
+        row's tokens, its pad count and the batch width: these decide how the CPU attention kernel groups its
+        additions, so the same tokens padded differently round differently (by up to ~4e-5 in SmolLM2's logits).
+        An entry is therefore keyed by (pads, width) and holds exactly the columns that a plain prefill computes
+        for such a row.  A row whose layout has no entry covering at least three quarters of the batch's
+        longest common token prefix (``L``, when ``L`` reaches ``shared_prefix_min``) runs in full, as in the
+        plain prefill but with a subset of the rows, and leaves its first ``L`` tokens cached.  The other rows
+        run only columns ``split..width-1`` on top of their cached columns, ``split`` chosen to save the most
+        columns among those that keep the attention kernel's query blocks equivalent (:func:`_same_query_blocks`)
+        and every matrix product at ``_MIN_GEMM_ROWS`` rows a thread or more.  Returns (full rows, tail rows,
+        split, {tail row: its entry, or its layout's key when a full row of that layout stores the entry in this
+        batch}, {full row: (key, ids) to store}), or None when nothing is saved or stored.
+        """
+        context = self._prefix_context()
+        common = rows[0]
+        for row in rows[1:]:
+            common = common[:_common_length(common, row)]
+        keep = len(common) if len(common) >= self.shared_prefix_min else 0
+        keys = [("layout", pad, width, *context) for pad in pads]
+        found = [self._find_prefix(key, row) for key, row in zip(keys, rows)]
+        matched = [length for _, length in found]
+        store: dict[int, tuple[tuple, tuple[int, ...]]] = {}
+        waiting: set[int] = set()
+        for b in range(len(rows)):
+            if keep and 4 * matched[b] < 3 * keep:
+                if any(store_key == keys[b] for store_key, _ in store.values()):
+                    waiting.add(b)  # another row of its layout runs in full and stores the prefix
+                    matched[b] = keep
+                else:
+                    store[b] = (keys[b], tuple(common))
+        candidates = [b for b in range(len(rows)) if b not in store and matched[b]]
+        threads = context[1]
+        best, split = 0, 0
+        for reach in sorted({min(pads[b] + matched[b], width - 1) for b in candidates}):
+            while reach >= self.shared_prefix_min and not _same_query_blocks(width, width - reach):
+                reach -= 1
+            count = sum(pads[b] + matched[b] >= reach for b in candidates)
+            if reach >= self.shared_prefix_min and count * (width - reach) >= _MIN_GEMM_ROWS * threads \
+                    and reach * count > best:
+                best, split = reach * count, reach
+        tail = [b for b in candidates if pads[b] + matched[b] >= split] if split else []
+        if len(rows) - len(tail) and (len(rows) - len(tail)) * width < _MIN_GEMM_ROWS * threads:
+            return None  # the full rows alone would be too few for the matrix products to round as in one batch
+        if not tail and not store:
+            return None
+        for b in tail:
+            if b not in waiting:
+                self._touch(found[b][0])
+        full = [b for b in range(len(rows)) if b not in tail]
+        return full, tail, split, {b: keys[b] if b in waiting else found[b][0] for b in tail}, store
+
+    def _plan_once(self, rows: list[list[int]], pads: list[int], width: int) -> tuple | None:
+        """The prefix computed once, alone: batch 1, positions 0..L-1, no padding (``L``: the batch's longest common
+        token prefix, at most ``width - 1``), kept under its exact token ids.  Every row then runs only columns
+        ``L..width-1``.  The same mathematics as the plain prefill, not the same arithmetic: the prefix's columns
+        are summed in another grouping than in the padded batch, so logits move in the last bits (see the RES
+        README's model-phase section for the measured size)."""
+        torch = _torch()
+        common = rows[0]
+        for row in rows[1:]:
+            common = common[:_common_length(common, row)]
+        length = min(len(common), width - 1)
+        if length < self.shared_prefix_min:
+            return None
+        ids = tuple(common[:length])
+        key = ("once", *self._prefix_context())
+        entry = next((e for e in self._prefixes if e.key == key and e.ids == ids), None)
+        if entry is None:
+            device = next(self.model.parameters()).device
+            out = self.model.get_decoder()(input_ids=torch.tensor([ids], device=device),
+                                           position_ids=torch.arange(length, device=device)[None], use_cache=True)
+            self.prefix_stats["prefix_forwards"] += 1
+            entry = self._store_prefix(key, ids, [(layer.keys, layer.values) for layer in self._cache_of(out).layers])
+        else:
+            self._touch(entry)
+        tail = list(range(len(rows)))
+        return [], tail, length, {b: entry for b in tail}, {}
+
     def _run_batch(
         self,
         texts: Sequence[str],
@@ -437,9 +748,7 @@ class TransformersModel(LanguageModel):
         mask = enc.attention_mask.to(device)
         positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 1)
         # One prefill serves the choice logits and the first greedy token; decoding reuses its cache.
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, **self._last_only)
-        logits = out.logits[:, -1, :].to(dtype=torch.float32)
-        cache = self._cache_of(out)
+        logits, cache = self._prefill(input_ids, mask, positions)
         n = len(texts)
         scores = [None] * n
         if choice_ids is not None:

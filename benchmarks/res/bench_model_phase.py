@@ -2,28 +2,35 @@
 
 Usage::
 
-    python -m benchmarks.res.bench_model_phase [--previous d06516b] [--repeats 1]
-                                               [--threads N] [--attn sdpa|eager] [--batches N] [--json PATH]
+    python -m benchmarks.res.bench_model_phase [--previous d06516b] [--repeats 1] [--threads N]
+                                               [--attn sdpa|eager] [--shared-prefix layout|once|off]
+                                               [--batches N] [--json PATH]
 
 The script loads ``models/_hf.py`` as it was at ``--previous`` (``git show``,
 imported as ``models._hf_previous`` next to the current package, so both share
 ``models._base``) and the current backend, each with its own copy of the
 bundled SmolLM2, and runs ``ResProtocol.measure`` over the 8 batches of 8 with
-each of them, alternating previous and current ``--repeats`` times.  It prints,
-per row, the largest absolute difference between the two sides' last-position
-logits over the whole vocabulary (captured from the output head of each
-prefill), whether the generated text and every field of the record are
-identical, then each side's model-phase time and its arithmetic rate as a
-fraction of a float32 matmul rate measured in the same process.
+each of them, alternating previous and current ``--repeats`` times (each pass of
+a backend with a prefix cache starts with it empty, as a fresh run does).  It
+prints, per row, the largest absolute difference between the two sides'
+last-position logits over the whole vocabulary, whether the generated text and
+every field of the record are identical, then each side's model-phase time and
+its arithmetic rate as a fraction of a float32 matmul rate measured in the same
+process.  The logits are the ones the backend scores with: what its ``_prefill``
+returns (in batch order, however many forwards the shared-prefix path ran), or,
+for a backend without it, the output head's last position in the first forward
+of each batch.  Each side's FLOPs are counted from the forwards it really ran
+(``FlopCounter``), so the shared-prefix path's rate is over the work it did.
 
 The current side loads as a RES run does (``ResProtocol.load_model``, so with
-``threads="auto"``: see ``models._hf.cpu_threads``); the previous side keeps
-torch's thread count, as the previous backend did.  ``--threads`` and ``--attn``
-change the current side only (its thread count, the attention implementation of
-its copy), so
-the same comparison tells whether such a setting keeps the records and what it
-buys.  Exit status 1 when a row's logits differ by more than 1e-5 or any
-record differs.
+``threads="auto"``, see ``models._hf.cpu_threads``, and ``shared_prefix="layout"``);
+the previous side runs at the thread count the current side chose when its
+backend takes a ``threads`` option, and at torch's otherwise (as such a backend
+did).  ``--threads``, ``--attn`` and ``--shared-prefix`` change the current side
+only (its thread count, the attention implementation of its copy, its
+shared-prefix mode), so the same comparison tells whether such a setting keeps
+the records and what it buys.  Exit status 1 when a row's logits differ by more
+than 1e-5 or any record differs.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import inspect
 import json
 import subprocess
 import sys
@@ -40,7 +48,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any, Sequence
 
-from benchmarks.res.bench_vs_lmeval import MODEL, REPO, _forward_flops, _matmul_gflops
+from benchmarks.res.bench_vs_lmeval import MODEL, REPO, FlopCounter, _forward_flops, _matmul_gflops
 
 TOLERANCE = 1e-5
 
@@ -64,7 +72,13 @@ def previous_backend(commit: str) -> ModuleType:
 
 
 class HeadCapture:
-    """Keeps the last-position output of the model's head for every prefill (the first pass of a batch)."""
+    """Keeps the last-position logits of every prompt, in batch order, as the backend scores them.
+
+    A backend with ``_prefill`` (the shared-prefix one: a batch may take two forwards, rows split between
+    them, and a prefix may run alone) hands back the batch's logits from that method, which is wrapped.  An
+    older backend runs one prefill a batch: its output head's last position, from the first forward of each
+    batch with more than one input column, is kept.
+    """
 
     def __init__(self, model: Any):
         self.model = model
@@ -72,6 +86,17 @@ class HeadCapture:
         self._expect_prefill = True
 
     def __enter__(self) -> "HeadCapture":
+        self._handles = []
+        if hasattr(self.model, "_prefill"):
+            original = self.model._prefill
+
+            def prefill(*args: Any, **kwargs: Any) -> Any:
+                logits, cache = original(*args, **kwargs)
+                self.rows.extend(logits.float().clone())
+                return logits, cache
+
+            self.model._prefill = prefill
+            return self
         head = self.model.model.get_output_embeddings()
         self._handles = [
             self.model.model.register_forward_pre_hook(self._before, with_kwargs=True),
@@ -80,6 +105,8 @@ class HeadCapture:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if "_prefill" in vars(self.model):
+            del self.model._prefill
         for handle in self._handles:
             handle.remove()
 
@@ -92,21 +119,23 @@ class HeadCapture:
             self.rows.extend(output[:, -1, :].float().clone())
 
 
-def model_phase(model: Any, run: Any, batches: Sequence[Sequence[Any]]) -> tuple[float, list, list]:
-    """(seconds, records, last-position head outputs) of ``measure`` over every batch."""
+def model_phase(model: Any, run: Any, batches: Sequence[Sequence[Any]]) -> tuple[float, list, list, float]:
+    """(seconds, records, last-position logits, GFLOP computed) of ``measure`` over every batch."""
     from benchmarks.res.protocol import PROTOCOL
 
     records: list[Any] = []
-    with HeadCapture(model) as capture:
+    if hasattr(model, "forget_prefixes"):
+        model.forget_prefixes()  # every pass starts as a fresh RES run does: nothing cached, counters at zero
+    with HeadCapture(model) as capture, FlopCounter(model) as flops:
         start = time.perf_counter()
         for batch in batches:
             records.extend(PROTOCOL.measure(run, model, batch))
         seconds = time.perf_counter() - start
-    return seconds, records, capture.rows
+    return seconds, records, capture.rows, flops.flop / 1e9
 
 
-def computed_gflop(config: Any, model: Any, records: Sequence[Any], batches: Sequence[Sequence[Any]]) -> float:
-    """Multiply-add GFLOP the passes compute over the padded batches (prefill and each decoding step)."""
+def padded_gflop(config: Any, model: Any, records: Sequence[Any], batches: Sequence[Sequence[Any]]) -> float:
+    """Multiply-add GFLOP of the plain path over the padded batches (one prefill a batch, each decoding step)."""
     total, offset = 0.0, 0
     for batch in batches:
         rows = records[offset:offset + len(batch)]
@@ -138,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="alternating (previous, current) passes (default 1)")
     parser.add_argument("--threads", type=int, help="torch threads for the current side (default: unchanged)")
     parser.add_argument("--attn", choices=["sdpa", "eager"], help="attention implementation of the current side")
+    parser.add_argument("--shared-prefix", choices=["layout", "once", "off"],
+                        help="shared-prefix mode of the current side (default: as RES loads it)")
     parser.add_argument("--batches", type=int, help="only the first N batches (a quick check; default all 8)")
     parser.add_argument("--json", type=Path, help="write the figures to this file as well")
     args = parser.parse_args(argv)
@@ -155,27 +186,40 @@ def main(argv: list[str] | None = None) -> int:
                           device="cpu", revision=None)
     run.fixture_sets = PROTOCOL.fixture_sets(run)
     current = PROTOCOL.load_model(run)
+    options = {}
+    if "threads" in inspect.signature(old_backend.TransformersModel.__init__).parameters:
+        options["threads"] = current.threads  # the count RES's threads="auto" chose for the current side
     previous = old_backend.TransformersModel.from_local(
         Path(current.source), revision=current.revision, model_id=current.model_id,
         chat_template=BUNDLED[MODEL].chat_template, stop_tokens=BUNDLED[MODEL].stop_tokens,
-        batch_size=current.batch_size, seed=current.seed)
+        batch_size=current.batch_size, seed=current.seed, **options)
     if args.threads:
         current.threads = args.threads
     if args.attn:
         current.model.config._attn_implementation = args.attn
+    if args.shared_prefix:
+        current.shared_prefix = None if args.shared_prefix == "off" else args.shared_prefix
     batches = list(PROTOCOL.batches(run, PROTOCOL.units(run)))[:args.batches]
 
     times: dict[str, list[float]] = {"previous": [], "current": []}
+    gflops: dict[str, float] = {}
     for _ in range(args.repeats):
-        t_old, old_records, old_logits = model_phase(previous, run, batches)
-        t_new, new_records, new_logits = model_phase(current, run, batches)
+        t_old, old_records, old_logits, gflops["previous"] = model_phase(previous, run, batches)
+        t_new, new_records, new_logits, gflops["current"] = model_phase(current, run, batches)
         times["previous"].append(t_old)
         times["current"].append(t_new)
     ok, lines = compare(old_records, new_records, old_logits, new_logits)
-    print(f"previous: models/_hf.py at {args.previous}, {torch.get_num_threads()} torch threads; current: this checkout, "
-          f"{current.threads or torch.get_num_threads()} torch threads"
-          f"{' (--threads)' if args.threads else ''}, attention {current.model.config._attn_implementation}; "
+    counts = {"previous": getattr(previous, "threads", None) or torch.get_num_threads(),
+              "current": current.threads or torch.get_num_threads()}
+    stats = getattr(current, "prefix_stats", None)
+    print(f"previous: models/_hf.py at {args.previous}, {counts['previous']} torch threads; current: this checkout, "
+          f"{counts['current']} torch threads"
+          f"{' (--threads)' if args.threads else ''}, attention {current.model.config._attn_implementation}, "
+          f"shared prefix {getattr(current, 'shared_prefix', None) or 'off'}"
+          f"{' (--shared-prefix)' if args.shared_prefix else ''}; "
           f"{len(batches)} batches of {current.batch_size}, padding {current.tokenizer.padding_side}")
+    if stats:
+        print("current shared-prefix counters (last pass): " + ", ".join(f"{k} {v}" for k, v in stats.items()))
     print("\n".join(lines))
     worst = max(float((a - b).abs().max()) for a, b in zip(old_logits, new_logits))
     print(f"{sum('identical' in line for line in lines)}/{len(lines)} records identical in every field; "
@@ -183,12 +227,12 @@ def main(argv: list[str] | None = None) -> int:
           f"largest logit difference {worst:.3e} (tolerance {TOLERANCE:g})")
 
     config = current.model.config
-    gflop = computed_gflop(config, current, new_records, batches)
+    padded = padded_gflop(config, current, new_records, batches)
     h = config.hidden_size
     shapes = {"square 1024": (1024, 1024, 1024),
               f"model-shaped 1840x{h}x{config.intermediate_size}": (1840, h, config.intermediate_size)}
     print(f"load average {_load()} after the passes")
-    counts = {"previous": torch.get_num_threads(), "current": current.threads or torch.get_num_threads()}
+    torch_threads = torch.get_num_threads()
     best: dict[int, float] = {}
     rates: dict[str, float] = {}
     for threads in sorted(set(counts.values())):
@@ -197,18 +241,22 @@ def main(argv: list[str] | None = None) -> int:
             for name, shape in shapes.items():
                 rates[f"{name}, {threads} thread(s)"] = _matmul_gflops(torch, shape)
         finally:
-            torch.set_num_threads(counts["previous"])
+            torch.set_num_threads(torch_threads)
         best[threads] = max(v for k, v in rates.items() if k.endswith(f", {threads} thread(s)"))
     print("float32 matmul in this process: " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in rates.items()))
+    print(f"the plain path over the padded batches computes {padded:.0f} GFLOP (prefills and decoding steps); "
+          f"each side's count below is what its forwards ran")
     for side, values in times.items():
-        fastest, threads = min(values), counts[side]
+        fastest, threads, gflop = min(values), counts[side], gflops[side]
         print(f"{side:8s} model phase " + ", ".join(f"{v:.1f}" for v in values) + f" s; best {fastest:.1f} s = "
               f"{gflop / fastest:.1f} GFLOP/s ({gflop:.0f} GFLOP) = {gflop / fastest / best[threads]:.2f} of the "
               f"matmul rate at its {threads} thread(s), {gflop / fastest / max(best.values()):.2f} of the best")
     print(f"current/previous (best against best) {min(times['current']) / min(times['previous']):.3f}")
     if args.json:
-        args.json.write_text(json.dumps({"times": times, "gflop": gflop, "matmul_gflops": rates, "ok": ok,
-                                         "largest_logit_difference": worst}, sort_keys=True, indent=2) + "\n")
+        args.json.write_text(json.dumps({"times": times, "gflop": gflops,
+                                         "padded_gflop": padded, "matmul_gflops": rates, "ok": ok,
+                                         "largest_logit_difference": worst, "prefix_stats": stats},
+                                        sort_keys=True, indent=2) + "\n")
     return 0 if ok else 1
 
 

@@ -191,6 +191,42 @@ def _forward_flops(config: Any, rows: int, positions: int, context: int, logit_r
     return rows * positions * per_position + 2 * logit_rows * h * config.vocab_size
 
 
+class FlopCounter:
+    """Multiply-add FLOPs of the forwards a side really runs: a pre-hook on the decoder stack sees every forward
+    (plain prefill, the row subsets and prefix of the shared-prefix path, each decoding step): its rows and new
+    positions, and its context (the attention mask's width, else the new positions plus the cached ones); a hook
+    on the output head counts the positions it ran on."""
+
+    def __init__(self, model: Any):
+        self.model = model
+        self.flop = 0.0
+
+    def __enter__(self) -> "FlopCounter":
+        lm = self.model.model
+        self._handles = [lm.get_decoder().register_forward_pre_hook(self._forward, with_kwargs=True),
+                         lm.get_output_embeddings().register_forward_hook(self._head)]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+    def _forward(self, module: Any, args: Any, kwargs: Any) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        rows, positions = ids.shape
+        mask = kwargs.get("attention_mask")
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        if mask is not None:
+            context = mask.shape[-1]
+        else:
+            context = positions + (cache.get_seq_length() if cache is not None else 0)
+        self.flop += _forward_flops(self.model.model.config, rows, positions, context, 0)
+
+    def _head(self, module: Any, args: Any, output: Any) -> None:
+        config = self.model.model.config
+        self.flop += 2 * output.shape[0] * output.shape[1] * config.hidden_size * config.vocab_size
+
+
 def worker(out: Path) -> None:
     """Runs in a fresh process of the suite: times imports, the model phase and a float32 matmul."""
     start = time.perf_counter()
@@ -215,23 +251,24 @@ def worker(out: Path) -> None:
     units = PROTOCOL.units(run)
     batches = list(PROTOCOL.batches(run, units))
     records: list[Any] = []
-    start = time.perf_counter()
-    for batch in batches:
-        records.extend(PROTOCOL.measure(run, model, batch))
-    model_s = time.perf_counter() - start
+    with FlopCounter(model) as counter:
+        start = time.perf_counter()
+        for batch in batches:
+            records.extend(PROTOCOL.measure(run, model, batch))
+        model_s = time.perf_counter() - start
 
     config = model.model.config
-    computed = useful = 0.0
+    padded = useful = 0.0
     offset = 0
     for batch in batches:
         lengths = [len(prompt_ids[offset + i]) for i in range(len(batch))]
         generated = [len(records[offset + i].generation_token_ids) for i in range(len(batch))]
         offset += len(batch)
         width = max(lengths)
-        computed += _forward_flops(config, len(batch), width, width, len(batch))
+        padded += _forward_flops(config, len(batch), width, width, len(batch))
         useful += sum(_forward_flops(config, 1, n, n, 1) for n in lengths)
         for step in range(1, max(generated)):  # decoding forwards after the prefill
-            computed += _forward_flops(config, len(batch), 1, width + step, len(batch))
+            padded += _forward_flops(config, len(batch), 1, width + step, len(batch))
             useful += sum(_forward_flops(config, 1, 1, n + step, 1) for n, g in zip(lengths, generated) if g > step)
     h = config.hidden_size
     shapes = {"square 1024": (1024, 1024, 1024), f"model-shaped {8 * 230}x{h}x{config.intermediate_size}":
@@ -245,7 +282,7 @@ def worker(out: Path) -> None:
     out.write_text(json.dumps({
         "torch_threads": model.threads or torch.get_num_threads(),
         "import_s": import_s, "load_s": load_s, "model_s": model_s,
-        "computed_gflop": computed / 1e9, "useful_gflop": useful / 1e9,
+        "computed_gflop": counter.flop / 1e9, "padded_gflop": padded / 1e9, "useful_gflop": useful / 1e9,
         "matmul_gflops": rates,
         "model_folder": str(folder),
         "labels": label_names, "label_ids": labels, "max_new_tokens": max_new,
@@ -403,11 +440,13 @@ def _bench(args: argparse.Namespace) -> int:
         achieved = suite["computed_gflop"] / suite["model_s"]
         print(f"suite worker ({suite['torch_threads']} torch threads): import torch+transformers "
               f"{suite['import_s']:.1f} s, model load {suite['load_s']:.1f} s, model phase {suite['model_s']:.1f} s "
-              f"(64 prompts, {suite['computed_gflop']:.0f} GFLOP computed incl. padding, {suite['useful_gflop']:.0f} "
-              f"on real tokens)")
+              f"(64 prompts, {suite['computed_gflop']:.0f} GFLOP computed by its forwards; one plain prefill a "
+              f"padded batch would be {suite.get('padded_gflop', suite['computed_gflop']):.0f}, the prompts one at a "
+              f"time without padding {suite['useful_gflop']:.0f})")
         print(f"  float32 matmul in the same process, {suite['torch_threads']} thread(s): " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in rates.items()))
         print(f"  model phase {achieved:.1f} GFLOP/s = {achieved / best:.2f} of the best matmul rate "
-              f"({suite['useful_gflop'] / suite['model_s'] / best:.2f} counting real tokens only)")
+              f"({suite['useful_gflop'] / suite['model_s'] / best:.2f} counting the prompts one at a time "
+              f"without padding)")
 
         suite_cmd = [sys.executable, "-m", "benchmarks.core.cli", "run", "res", "--model", MODEL]
         lm_cmd = [str(lm_eval), "run", "--model", "hf", "--model_args",

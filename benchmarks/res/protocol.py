@@ -299,6 +299,10 @@ class ResProtocol(Protocol[ResUnit, ResRecord]):
             # transformers on the CPU: torch's thread count, capped by the cores other processes leave idle
             # (an explicit OMP_NUM_THREADS / MKL_NUM_THREADS is kept); see models._hf.cpu_threads.
             options["threads"] = "auto"
+            # The 8 prompts of a batch share their first ~125 tokens (system message, chat header): rows whose
+            # layout (pad count, batch width) already has those columns cached run only the rest, with the
+            # same bits as the plain prefill; see TransformersModel._plan_layout and the README's model phase.
+            options["shared_prefix"] = "layout"
         return options
 
     def check_model(self, run: ProtocolRun, model: Any) -> None:
