@@ -110,7 +110,8 @@ def load_gguf(path: Path) -> tuple[Any, Any]:
     return model.eval(), tokenizer
 
 
-def _convert(gguf: Path, sha: str, target: Path) -> None:
+def _convert(gguf: Path, sha: str, staging: Path) -> None:
+    """Write the float32 safetensors model and its tokenizer, dequantized from ``gguf``, into ``staging``."""
     from transformers import AutoModelForCausalLM
 
     model, tokenizer = load_gguf(gguf)
@@ -122,35 +123,59 @@ def _convert(gguf: Path, sha: str, target: Path) -> None:
     if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
         raise ModelError(f"{gguf.name}: rebuilding from its config did not match the weights (missing {missing}, unexpected {unexpected})")
     rebuilt.tie_weights()
-    staging = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=target.parent))
-    try:
-        rebuilt.save_pretrained(staging, safe_serialization=True)
-        tokenizer.save_pretrained(staging)
-        (staging / "preregbench-bundled.json").write_text(
-            json.dumps({"gguf_file": gguf.name, "gguf_sha256": sha}, indent=2, sort_keys=True) + "\n"
-        )
-        os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    rebuilt.save_pretrained(staging, safe_serialization=True)
+    tokenizer.save_pretrained(staging)
+    _write_marker(staging, gguf, sha)
 
 
-def bundled_folder(name: str) -> tuple[Path, str]:
-    """The safetensors cache folder of a bundled model (converted on first use) and its GGUF sha256."""
-    entry = BUNDLED[name]
-    gguf = entry.gguf()
+def _save_tokenizer(gguf: Path, sha: str, staging: Path) -> None:
+    """Write the tokenizer of ``gguf`` alone (no weights) into ``staging``."""
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(staging)
+    _write_marker(staging, gguf, sha, contents="tokenizer")
+
+
+def _write_marker(folder: Path, gguf: Path, sha: str, **extra: str) -> None:
+    (folder / "preregbench-bundled.json").write_text(
+        json.dumps({"gguf_file": gguf.name, "gguf_sha256": sha, **extra}, indent=2, sort_keys=True) + "\n"
+    )
+
+
+def _gguf_of(name: str) -> tuple[Path, str]:
+    """A bundled model's GGUF file and its sha256; a missing file says how to get it back."""
+    gguf = BUNDLED[name].gguf()
     if not gguf.is_file():
         raise ModelUnavailableError(f"{name}: the GGUF file {gguf} is missing; reinstall its package")
-    sha = file_sha256(gguf)
-    target = cache_root() / "bundled" / sha
-    if not (target / "config.json").is_file():
+    return gguf, file_sha256(gguf)
+
+
+def _cached(target: Path, marker: str, gguf: Path, sha: str, write: Callable[[Path, str, Path], None]) -> Path:
+    """``target``, written once by ``write(gguf, sha, staging)`` unless it holds ``marker`` already.
+
+    One process writes while the others wait on a file lock; the folder is written beside its final name
+    and renamed into place, so a killed writer leaves no half-written folder under that name.
+    """
+    if not (target / marker).is_file():
         from filelock import FileLock
 
         target.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(target) + ".lock"):
-            if not (target / "config.json").is_file():
-                _convert(gguf, sha, target)
-    return target, sha
+            if not (target / marker).is_file():
+                staging = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=target.parent))
+                try:
+                    write(gguf, sha, staging)
+                    os.replace(staging, target)
+                except BaseException:
+                    shutil.rmtree(staging, ignore_errors=True)
+                    raise
+    return target
+
+
+def bundled_folder(name: str) -> tuple[Path, str]:
+    """The safetensors cache folder of a bundled model (converted on first use) and its GGUF sha256."""
+    gguf, sha = _gguf_of(name)
+    return _cached(cache_root() / "bundled" / sha, "config.json", gguf, sha, _convert), sha
 
 
 def bundled_tokenizer_folder(name: str) -> tuple[Path, str]:
@@ -164,39 +189,11 @@ def bundled_tokenizer_folder(name: str) -> tuple[Path, str]:
     tokenizer takes seconds where dequantizing the weights takes a minute or more.
     Token counts and tokenizer-only checks use this folder.
     """
-    entry = BUNDLED[name]
-    gguf = entry.gguf()
-    if not gguf.is_file():
-        raise ModelUnavailableError(f"{name}: the GGUF file {gguf} is missing; reinstall its package")
-    sha = file_sha256(gguf)
+    gguf, sha = _gguf_of(name)
     converted = cache_root() / "bundled" / sha
     if (converted / "config.json").is_file():
         return converted, sha
-    target = cache_root() / "tokenizers" / sha
-    if not (target / "tokenizer.json").is_file():
-        from filelock import FileLock
-
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(target) + ".lock"):
-            if not (target / "tokenizer.json").is_file():
-                _save_tokenizer(gguf, sha, target)
-    return target, sha
-
-
-def _save_tokenizer(gguf: Path, sha: str, target: Path) -> None:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    staging = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=target.parent))
-    try:
-        tokenizer.save_pretrained(staging)
-        (staging / "preregbench-bundled.json").write_text(
-            json.dumps({"gguf_file": gguf.name, "gguf_sha256": sha, "contents": "tokenizer"}, indent=2, sort_keys=True) + "\n"
-        )
-        os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    return _cached(cache_root() / "tokenizers" / sha, "tokenizer.json", gguf, sha, _save_tokenizer), sha
 
 
 def load_bundled(name: str, **options: Any):
