@@ -175,7 +175,12 @@ def _cached(target: Path, marker: str, gguf: Path, sha: str, write: Callable[[Pa
 def bundled_folder(name: str) -> tuple[Path, str]:
     """The safetensors cache folder of a bundled model (converted on first use) and its GGUF sha256."""
     gguf, sha = _gguf_of(name)
-    return _cached(cache_root() / "bundled" / sha, "config.json", gguf, sha, _convert), sha
+    return _converted(gguf, sha), sha
+
+
+def _converted(gguf: Path, sha: str) -> Path:
+    """The converted model folder of ``gguf`` (sha256 ``sha``), converting it on first use."""
+    return _cached(cache_root() / "bundled" / sha, "config.json", gguf, sha, _convert)
 
 
 def bundled_tokenizer_folder(name: str) -> tuple[Path, str]:
@@ -200,15 +205,11 @@ def load_bundled(name: str, **options: Any):
     from ._hf import TransformersModel
 
     entry = BUNDLED[name]
-    gguf = entry.gguf()
-    sha = file_sha256(gguf) if gguf.is_file() else None  # a missing file is bundled_folder's error
-    if sha is not None and options.pop("revision", None) not in (None, f"sha256:{sha}", sha):
-        # Refused before the GGUF is converted: that takes a minute or more on a new cache.
+    gguf, sha = _gguf_of(name)  # hashed once: the pin is checked before the GGUF is converted (a minute or more)
+    if options.pop("revision", None) not in (None, f"sha256:{sha}", sha):
         raise ModelError(f"{name} is pinned by its GGUF file (sha256:{sha}); drop --revision for bundled models")
-    folder, sha = bundled_folder(name)
-    options.pop("revision", None)
     return TransformersModel.from_local(
-        folder,
+        _converted(gguf, sha),
         revision=f"sha256:{sha}",
         model_id=name,
         chat_template=entry.chat_template,
