@@ -182,7 +182,6 @@ def test_bad_shared_prefix_options_are_refused(options: dict) -> None:
         TransformersModel(plain.model, plain.tokenizer, model_id="tiny", revision="random", source="config", **options)
 
 
-
 def test_the_cpu_kernels_round_as_the_layout_rules_assume() -> None:
     """What ``shared_prefix="layout"`` relies on, checked on this machine's torch: a matrix product's rows do not
     depend on how many rows it has from ``_MIN_GEMM_ROWS`` per thread up, and where ``_same_query_blocks`` says
