@@ -42,3 +42,19 @@ def self_check_workers(markexpr: str, cpus: int | None, setting: str | None) -> 
 def pytest_xdist_auto_num_workers(config) -> int:
     return self_check_workers(config.getoption("markexpr") or "", os.cpu_count(),
                               os.environ.get("PREREGBENCH_TEST_WORKERS"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _run_libraries(request: pytest.FixtureRequest) -> None:
+    """Imports a test module's ``RUN_LIBRARIES_FIRST`` (with :data:`benchmarks.core.selfcheck.RUN_LIBRARIES`)
+    before its first test, so before any ``pytester`` of that module takes its snapshot of ``sys.modules``.
+
+    A fixture and not an import-time call: a protocol run (``pytest benchmarks/res -m cpu``) collects the
+    protocol folder's self-check modules without running them, and must not pay for scipy.stats and
+    matplotlib that only the self-checks' in-process sessions need.
+    """
+    modules = getattr(request.module, "RUN_LIBRARIES_FIRST", None)
+    if modules is not None:
+        from benchmarks.core.selfcheck import import_run_libraries
+
+        import_run_libraries(*modules)

@@ -20,10 +20,9 @@ from typing import Any, Callable
 import pytest
 
 from benchmarks.core.rundir import SUITE_ROOT
-from benchmarks.core.selfcheck import import_run_libraries
 from benchmarks.core.tests.test_verify import rewrite_manifest_entry
 
-import_run_libraries("benchmarks.cwr.scripted")  # before any pytester snapshot: the CWR run below is in process
+RUN_LIBRARIES_FIRST = ("benchmarks.cwr.scripted",)  # imported before any pytester snapshot (root conftest): the CWR run below is in process
 
 
 def verify(run_dir: Path) -> tuple[int, list[str]]:

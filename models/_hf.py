@@ -8,6 +8,7 @@ import inspect
 import os
 import random
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -127,12 +128,12 @@ def cpu_threads(torch: Any) -> int:
 
     An explicit setting wins: with ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` set,
     torch's own count (which follows them) is kept.  Otherwise torch's count (the
-    physical cores) is capped by the CPUs that other processes leave idle: the
-    usable CPUs less the 1-minute load average, rounded, at least 1.  On a shared
-    machine OpenMP threads wait at every parallel region for a preempted sibling,
-    and one thread finishes sooner than two.  The count changes the schedule of
-    the arithmetic, not the model's inputs; the RES model-phase benchmark compares
-    the records of both settings.
+    physical cores) is capped by the CPUs that other processes leave idle now: the
+    usable CPUs less :func:`busy_cpus`, rounded, at least 1.  On a shared machine
+    OpenMP threads wait at every parallel region for a preempted sibling, and one
+    thread finishes sooner than two.  The count changes the schedule of the
+    arithmetic, not the model's inputs; the RES model-phase benchmark compares the
+    records of both settings.
     """
     default = torch.get_num_threads()
     if any(os.environ.get(name, "").strip() for name in THREAD_VARIABLES):
@@ -141,11 +142,41 @@ def cpu_threads(torch: Any) -> int:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         usable = os.cpu_count() or default
-    try:
-        busy = os.getloadavg()[0]
-    except (AttributeError, OSError):
+    busy = busy_cpus()
+    if busy is None:
         return default
     return max(1, min(default, round(usable - busy)))
+
+
+#: Where the kernel counts the runnable tasks of the whole machine (Linux).
+PROC_STAT = "/proc/stat"
+
+
+def busy_cpus(samples: int = 20, interval: float = 0.005) -> float | None:
+    """How many CPUs other processes keep busy now: the runnable tasks besides this one, averaged over ``samples``
+    reads of ``procs_running`` in /proc/stat ``interval`` seconds apart (0.1 s in all).
+
+    The 1-minute load average is the fallback where /proc/stat cannot be read (None when neither can).  It
+    trails the machine by a minute: right after another job ends it still counts that job, and a run started
+    then took one thread on idle cores.
+    """
+    counts = []
+    try:
+        for i in range(samples):
+            if i:
+                time.sleep(interval)
+            with open(PROC_STAT, "rb") as handle:
+                text = handle.read()
+            start = text.index(b"\nprocs_running ") + len(b"\nprocs_running ")
+            counts.append(max(0, int(text[start:text.index(b"\n", start)]) - 1))  # less this thread, running
+    except (OSError, ValueError):
+        counts = []
+    if counts:
+        return sum(counts) / len(counts)
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 #: ``shared_prefix`` modes of :class:`TransformersModel` (None: every batch runs one plain prefill).

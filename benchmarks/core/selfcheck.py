@@ -74,8 +74,9 @@ def import_run_libraries(*modules: str) -> None:
     ``pytester`` drops, when a test ends, every module imported during the test; numpy cannot
     be imported again afterwards, and a module that registers models (a protocol's scripted
     scenarios) must stay the one whose classes the registry holds.  A test module whose tests
-    run protocols in process (:func:`run_in_process`) calls this at import, before any
-    ``pytester`` takes its snapshot.
+    run protocols in process (:func:`run_in_process`) names them in ``RUN_LIBRARIES_FIRST``; the root
+    conftest's module fixture calls this before any ``pytester`` takes its snapshot (not at import: a
+    protocol run collects those modules without running them).
     """
     import importlib
 
@@ -94,8 +95,12 @@ def run_in_process(pytester: pytest.Pytester, *command: str) -> pytest.RunResult
     session keeps them between tests, so a later session of the same test reuses them and
     their caches of pure computations (the CWR pairs) instead of importing them again; test
     modules and conftests are dropped, so each session collects its tests afresh.  The
-    caller's module calls :func:`import_run_libraries` at import.
+    caller's module names its libraries in ``RUN_LIBRARIES_FIRST`` (see :func:`import_run_libraries`).
     """
+    missing = [name for name in RUN_LIBRARIES if name not in sys.modules]
+    if missing:
+        raise RuntimeError(f"run_in_process: {', '.join(missing)} not imported before the test; give its module "
+                           "RUN_LIBRARIES_FIRST (the root conftest imports them before pytester's snapshot)")
     imported = _ImportedModules()
     try:
         return pytester.runpytest_inprocess(*command, plugins=[imported])

@@ -19,7 +19,6 @@ import pytest
 
 from benchmarks.core.selfcheck import (
     expected_pattern,
-    import_run_libraries,
     outcomes_by_name,
     read_report,
     run_protocol,
@@ -30,7 +29,7 @@ from .protocol import GATE, HERE, PREREG
 
 # Before any pytester snapshot: the in-process runs below import numpy's compiled modules, and the scenario
 # models they register hold classes of benchmarks.cwr.scripted.
-import_run_libraries("benchmarks.cwr.scripted")
+RUN_LIBRARIES_FIRST = ("benchmarks.cwr.scripted",)
 
 COMPLETENESS = ["test_every_condition_has_units", "test_generation_done", "test_parsing_and_grading_done",
                 "test_error_coded_units_are_counted", "test_baselines_done",

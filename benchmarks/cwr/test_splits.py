@@ -11,7 +11,7 @@ import pytest
 
 import worlds
 from benchmarks.core.protocol import UsageProblem
-from benchmarks.core.selfcheck import import_run_libraries, read_report, run_protocol, run_rescorer
+from benchmarks.core.selfcheck import read_report, run_protocol, run_rescorer
 from benchmarks.core.verify import verify
 
 from . import splits as splits_module
@@ -236,7 +236,7 @@ def test_a_generated_split_holds_no_interchangeable_pair() -> None:
 # The scripted split runs check what a run writes and refuses: they run in a fresh pytest session of this
 # process, which builds the split once (the generator's cache is kept between sessions) instead of once per
 # subprocess.  The libraries are imported before pytester takes its snapshot of sys.modules.
-import_run_libraries("benchmarks.cwr.scripted")
+RUN_LIBRARIES_FIRST = ("benchmarks.cwr.scripted",)
 
 
 def run_split(pytester: pytest.Pytester, results: Path, *args: str):

@@ -14,7 +14,6 @@ import pytest
 
 from benchmarks.core.selfcheck import (
     expected_pattern,
-    import_run_libraries,
     outcomes_by_name,
     read_report,
     run_protocol,
@@ -31,7 +30,7 @@ from .worker import SIMULATED_FLEET
 # probe writes, reports and refuses, not how a process starts or dies (a killed writer is modelled by a
 # ledger cut mid-record).  The libraries and the scripted models' module are imported before pytester
 # takes its snapshot of sys.modules, so every session shares them.
-import_run_libraries("benchmarks.ladder.scenarios", "benchmarks.ladder.worker")
+RUN_LIBRARIES_FIRST = ("benchmarks.ladder.scenarios", "benchmarks.ladder.worker")
 
 
 #: The generated completeness checks (benchmarks.core) and the probe's own (test_completeness.py).

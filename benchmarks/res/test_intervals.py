@@ -13,6 +13,8 @@ from fixtures.res import CONDITIONS
 
 from .test_protocol_runs import COMPLETENESS, rescore, run_res
 
+RUN_LIBRARIES_FIRST = ("benchmarks.res.scenarios",)  # imported before any pytester snapshot (root conftest)
+
 
 def expected_counts(records: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
     """(k, n) of every share, counted from the ledger."""

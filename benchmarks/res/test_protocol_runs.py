@@ -13,7 +13,6 @@ import pytest
 from benchmarks.core.rundir import SUITE_ROOT
 from benchmarks.core.selfcheck import (
     expected_pattern,
-    import_run_libraries,
     outcomes_by_name,
     read_report,
     run_protocol,
@@ -26,7 +25,7 @@ from .protocol import GATE, HERE, PREREG
 # process (in_process=True); the bundled-model run, the two-worker run and the runs about how a session
 # starts (unavailable model, no -m cpu) keep their own process.  The libraries and the scenario models'
 # module are imported before pytester takes its snapshot of sys.modules, so every session shares them.
-import_run_libraries("benchmarks.res.scenarios")
+RUN_LIBRARIES_FIRST = ("benchmarks.res.scenarios",)
 
 
 COMPLETENESS = ["test_fixtures_built", "test_logit_scoring_done", "test_greedy_generation_done", "test_parsing_done",

@@ -17,6 +17,8 @@ from .test_protocol_runs import run_res
 
 SCRIPT = HERE / "rescore.py"
 
+RUN_LIBRARIES_FIRST = ("benchmarks.res.scenarios",)  # imported before any pytester snapshot (root conftest)
+
 
 def rescore(run_dir: Path, *args: str) -> tuple[int, dict[str, Any] | None, str]:
     """Exit status, the JSON it printed (None when it printed none) and its stderr, under ``python -S -I``."""

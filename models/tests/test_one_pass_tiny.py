@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from models import GenerationSettings, ModelError
+from models import _hf
 from models._hf import THREAD_VARIABLES, TransformersModel, cpu_threads
 
 WORDS = ["A", "B", "C", "D", "the", "a", "river", "stone", "moves", "slowly", "under", "over", "bright", "cold",
@@ -98,12 +102,38 @@ def test_auto_threads_keep_an_explicit_setting_and_stay_in_range(monkeypatch: py
         monkeypatch.delenv(name, raising=False)
     assert 1 <= cpu_threads(torch) <= default
     assert 1 <= tiny_model("auto").threads <= default
-    monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr("models._hf.busy_cpus", lambda: 0.0)
     assert cpu_threads(torch) == min(default, len(os.sched_getaffinity(0)))
-    monkeypatch.setattr("os.getloadavg", lambda: (64.0, 64.0, 64.0))
+    monkeypatch.setattr("models._hf.busy_cpus", lambda: 64.0)
     assert cpu_threads(torch) == 1
+    monkeypatch.setattr("models._hf.busy_cpus", lambda: None)
+    assert cpu_threads(torch) == default  # nothing to go by: torch's count
     monkeypatch.setenv("OMP_NUM_THREADS", str(default))
+    monkeypatch.setattr("models._hf.busy_cpus", lambda: 64.0)
     assert cpu_threads(torch) == default  # the user's setting, whatever the load
+
+
+@pytest.mark.skipif(not Path(_hf.PROC_STAT).is_file(), reason="no /proc/stat on this system (Linux only)")
+def test_busy_cpus_counts_a_spinning_process_now(tmp_path: Path) -> None:
+    """Another process that never stops running is counted in every sample, whatever the load average says."""
+    spinner = subprocess.Popen([sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert spinner.stdout.readline().strip() == "spinning"
+        assert _hf.busy_cpus(samples=5, interval=0.001) >= 1.0
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def test_busy_cpus_falls_back_to_the_load_average(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    unreadable = tmp_path / "stat"
+    unreadable.write_text("cpu  1 2 3\nno such field here\n")
+    monkeypatch.setattr(_hf, "PROC_STAT", str(unreadable))
+    monkeypatch.setattr("os.getloadavg", lambda: (1.5, 0.0, 0.0))
+    assert _hf.busy_cpus(samples=2, interval=0.0) == 1.5
+    unreadable.write_text("cpu  1 2 3\nprocs_running 4\nprocs_blocked 0\n")
+    assert _hf.busy_cpus(samples=2, interval=0.0) == 3.0  # four runnable, less the reading thread
 
 
 @pytest.mark.parametrize("threads", [0, -2, "many", True])
