@@ -11,7 +11,6 @@ import os
 import time
 
 import pytest
-import torch
 
 from benchmarks.pzombie.protocol import PREREG, engine_config
 from benchmarks.pzombie.px import (
@@ -88,6 +87,8 @@ def _strip(record) -> dict:
 @pytest.mark.slow
 def test_kurtosis_with_and_without_cache_agree(gemma, calibrated):
     """The decode loop reuses the KV cache; full recomputation of every prefix gives the same sequence (1e-4 rel)."""
+    import torch  # here, not at import: a P-Zombie run collects this module and never needs torch for it
+
     calibrator = calibrated(BASELINE)
     text = "Explain why the sky looks blue during the day."
     settings = generation_settings(BASELINE, 8, CONFIG)
@@ -112,6 +113,8 @@ def test_kurtosis_with_and_without_cache_agree(gemma, calibrated):
 
 @pytest.mark.slow
 def test_baseline_leaves_logits_bit_identical_and_active_manifold_changes_them(gemma, calibrated):
+    import torch
+
     calibrator = calibrated(BASELINE)
     layers = decoder_layers(gemma)
     ids = torch.tensor([gemma.encode(gemma.render_chat([{"role": "user", "content": "What is 7 factorial?"}]))])
