@@ -140,3 +140,39 @@ def test_busy_cpus_falls_back_to_the_load_average(tmp_path: Path, monkeypatch: p
 def test_bad_thread_counts_are_refused(threads) -> None:
     with pytest.raises(ModelError, match="threads must be"):
         tiny_model(threads)
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_a_load_runs_no_cycle_collection_and_leaves_the_collector_as_it_was(
+        tmp_path: Path, enabled_before: bool) -> None:
+    import gc
+
+    made = tiny_model()
+    made.model.save_pretrained(tmp_path, safe_serialization=True)
+    made.tokenizer.save_pretrained(tmp_path)
+    collections: list[int] = []
+
+    def count(phase: str, info: dict) -> None:
+        # a collection started while transformers builds the model and reads its weights
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name != "from_pretrained":
+            frame = frame.f_back
+        if phase == "start" and frame is not None:
+            collections.append(info["generation"])
+
+    threshold = gc.get_threshold()
+    enabled = gc.isenabled()
+    gc.set_threshold(1, 1, 1)  # with the collector on, nearly every allocation would start a collection
+    (gc.enable if enabled_before else gc.disable)()
+    gc.callbacks.append(count)
+    try:
+        loaded = TransformersModel.from_local(tmp_path, revision="random")
+        during = list(collections)
+        state_after = gc.isenabled()
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*threshold)
+        (gc.enable if enabled else gc.disable)()
+    assert during == []  # building the model and loading its weights ran no collection
+    assert state_after is enabled_before
+    assert loaded.encode("the river") == made.encode("the river")

@@ -189,3 +189,25 @@ def test_a_progress_file_that_cannot_be_written_is_said_once_and_the_run_goes_on
         p.phase(name)
     complaints = [t for t, _ in lines if "progress.json not written" in t]
     assert len(complaints) == 1 and "the run goes on" in complaints[0]
+
+
+def test_the_run_command_freezes_what_lives_when_its_session_ends() -> None:
+    import gc
+    from types import SimpleNamespace
+
+    from benchmarks.core.runcmd import _Verdict
+
+    class _Reporter:
+        def summary(self) -> dict:
+            return {"protocols": {}}
+
+    session = SimpleNamespace(config=SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: _Reporter())))
+    verdict = _Verdict()
+    gc.unfreeze()
+    try:
+        verdict.pytest_sessionfinish(session)
+        frozen = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
+    assert verdict.summary == {"protocols": {}}
+    assert frozen > 1000  # the modules and objects of this process, out of the collector's way until exit

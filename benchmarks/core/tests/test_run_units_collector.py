@@ -1,0 +1,82 @@
+"""``Protocol.run_units`` keeps the cycle collector off the loaded model's objects while it measures, and hands
+them back when the measurement ends, however it ends."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any, Sequence
+
+import pytest
+
+from benchmarks.core.protocol import Protocol
+
+
+class _Model:
+    def __init__(self) -> None:
+        self.closed = False
+        self.payload = [[object()] for _ in range(1000)]  # objects that exist before the first batch
+
+    def describe(self) -> Any:
+        class _Description:
+            def as_dict(self) -> dict[str, str]:
+                return {"id": "stand-in"}
+        return _Description()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Run:
+    def __init__(self) -> None:
+        self.started: dict[str, Any] | None = None
+
+    def start(self, description: dict[str, Any]) -> None:
+        self.started = description
+
+
+class _Protocol(Protocol):
+    """Only what ``run_units`` calls; no prereg is read (the instance skips ``Protocol.__init__``)."""
+
+    fail_at: int | None = None
+
+    def load_model(self, run: Any) -> _Model:
+        self.model = _Model()
+        return self.model
+
+    def batches(self, run: Any, todo: Sequence[int]):
+        for unit in todo:
+            yield [unit]
+
+    def measure(self, run: Any, model: Any, batch: Sequence[int]) -> list[dict[str, int]]:
+        if batch[0] == self.fail_at:
+            raise RuntimeError("a measurement fault")
+        return [{"unit": batch[0], "frozen": gc.get_freeze_count()}]
+
+
+def protocol(fail_at: int | None = None) -> _Protocol:
+    made = _Protocol.__new__(_Protocol)
+    made.fail_at = fail_at
+    return made
+
+
+@pytest.fixture(autouse=True)
+def _nothing_frozen_before() -> None:
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+
+
+def test_the_model_s_objects_are_frozen_while_measuring_and_unfrozen_after() -> None:
+    made, run, records = protocol(), _Run(), []
+    made.run_units(run, [1, 2, 3], records.append)
+    assert [r["unit"] for r in records] == [1, 2, 3] and run.started == {"id": "stand-in"}
+    # every batch saw the objects that existed at load time (the model's 2,000 among them) frozen
+    assert all(r["frozen"] >= 2000 for r in records), records
+    assert gc.get_freeze_count() == 0 and made.model.closed
+
+
+def test_a_failed_measurement_unfreezes_too() -> None:
+    made, records = protocol(fail_at=2), []
+    with pytest.raises(RuntimeError, match="a measurement fault"):
+        made.run_units(_Run(), [1, 2, 3], records.append)
+    assert [r["unit"] for r in records] == [1]
+    assert gc.get_freeze_count() == 0 and made.model.closed
