@@ -33,6 +33,7 @@ from ._bundled import (
     load_bundled,
     load_gguf,
 )
+from ._heap import keep_freed_heap
 from ._http import OpenAIChatModel
 from ._registry import available_models, check_model_name, load_model, model_kind, register_model
 from ._scripted import Constant, NoisyChecks, Opposite, Oracle, Policy, Prose, RandomChoice, ScriptedModel
@@ -69,6 +70,7 @@ __all__ = [
     "bundled_token_counters",
     "check_model_name",
     "cache_root",
+    "keep_freed_heap",
     "load_bundled",
     "load_gguf",
     "load_model",

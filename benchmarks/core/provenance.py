@@ -118,6 +118,13 @@ def _torch_threads() -> int | None:
         return None
 
 
+def _c_heap() -> str | None:
+    """How the process's C heap was set up for the model phase (``models.keep_freed_heap``; ``preregbench run``
+    calls it), None when nothing changed it; never imported just to ask."""
+    heap = sys.modules.get("models._heap")
+    return heap.heap_setting() if heap is not None else None
+
+
 def _ram_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -148,6 +155,7 @@ def hardware_summary() -> dict[str, Any]:
         "cpu_model": _cpu_model(),
         "cpu_cores": os.cpu_count(),
         "torch_threads": _torch_threads(),  # None when the run did not load torch
+        "c_heap": _c_heap(),  # None unless the process kept its freed heap (preregbench run does)
         "ram_bytes": _ram_bytes(),
         "gpus": _gpu_names(),
         "machine": platform.machine(),

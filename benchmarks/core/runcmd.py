@@ -108,6 +108,11 @@ def run(argv: list[str]) -> int:
 
     import pytest
 
+    from models._heap import keep_freed_heap
+
+    # This process runs the protocol and ends with it: its C heap keeps freed memory for reuse instead of
+    # returning it to the kernel after every large temporary of a forward pass (see models/_heap.py).
+    keep_freed_heap()
     verdict = _Verdict()
     status = int(pytest.main([str(folder), *rest], plugins=[verdict]))
     entry = None

@@ -176,3 +176,33 @@ def test_a_load_runs_no_cycle_collection_and_leaves_the_collector_as_it_was(
     assert during == []  # building the model and loading its weights ran no collection
     assert state_after is enabled_before
     assert loaded.encode("the river") == made.encode("the river")
+
+
+@pytest.mark.parametrize("frozen_before", [False, True])
+def test_what_a_load_made_goes_to_the_oldest_generation_unless_others_hold_frozen_objects(
+        tmp_path: Path, frozen_before: bool) -> None:
+    import gc
+
+    made = tiny_model()
+    made.model.save_pretrained(tmp_path, safe_serialization=True)
+    made.tokenizer.save_pretrained(tmp_path)
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.enable()
+    if frozen_before:
+        gc.freeze()  # what exists now, the test process's objects, is held frozen by "another caller"
+    frozen = gc.get_freeze_count()
+    try:
+        loaded = TransformersModel.from_local(tmp_path, revision="random")
+        young = len(gc.get_objects(generation=0)) + len(gc.get_objects(generation=1))
+        frozen_after = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
+        (gc.enable if enabled else gc.disable)()
+    # another caller's frozen objects stay frozen (a few die by reference count while the model loads)
+    assert frozen_after > frozen // 2 if frozen_before else frozen_after == frozen == 0
+    if frozen_before:
+        assert young > 100  # left in the young generations, where the load made them (about 600 here)
+    else:
+        assert young < 100  # the load's objects wait in no young generation (about 1,300 without the move)
+    assert loaded.encode("the river") == made.encode("the river")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import resource
 import subprocess
 import sys
@@ -47,6 +48,11 @@ def test_a_passing_scripted_run_exits_0_and_names_its_classification_and_report(
     progress = json.loads((runs[0] / PROGRESS_FILE).read_text())
     assert progress["phase"] == "finished" and progress["units_done"] == progress["units_total"] == 64
     assert "measuring 64/64 (100%)" in done.stdout + done.stderr  # the progress line passes pytest's capture
+    heap = json.loads((runs[0] / "provenance.json").read_text())["hardware"]["c_heap"]
+    if platform.libc_ver()[0] == "glibc" and not any(k.startswith("MALLOC_") or k == "GLIBC_TUNABLES" for k in os.environ):
+        assert heap.startswith("glibc ") and "freed memory kept" in heap  # the run set its heap up, and says so
+    else:
+        assert heap.startswith("left as")
 
 
 def test_a_failing_gate_exits_1(tmp_path: Path) -> None:
