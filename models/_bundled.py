@@ -9,6 +9,7 @@ root is ``$PREREGBENCH_CACHE`` or ``$XDG_CACHE_HOME/preregbench`` (default
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import importlib.util
@@ -202,10 +203,19 @@ def bundled_tokenizer_folder(name: str) -> tuple[Path, str]:
 
 
 def load_bundled(name: str, **options: Any):
-    from ._hf import TransformersModel
+    from ._hf import TransformersModel, _torch
 
     entry = BUNDLED[name]
-    gguf, sha = _gguf_of(name)  # hashed once: the pin is checked before the GGUF is converted (a minute or more)
+    gguf = entry.gguf()
+    if not gguf.is_file():
+        raise ModelUnavailableError(f"{name}: the GGUF file {gguf} is missing; reinstall its package")
+    # Hashed once: the pin is checked before the GGUF is converted (a minute or more).  hashlib and file reads
+    # let go of the interpreter lock, so the hash (about 0.08 s for SmolLM2's 98 MB) runs on another core
+    # while this thread imports torch and transformers.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        digest = pool.submit(file_sha256, gguf)
+        _torch()
+        sha = digest.result()
     if options.pop("revision", None) not in (None, f"sha256:{sha}", sha):
         raise ModelError(f"{name} is pinned by its GGUF file (sha256:{sha}); drop --revision for bundled models")
     return TransformersModel.from_local(

@@ -332,6 +332,12 @@ class Protocol(Generic[U, R]):
         A protocol that drives its model itself (in child processes, say) overrides this, calls
         ``run.start(description)`` before its first record and ``append`` once per unit.
         """
+        if type(self).report_figures is not Protocol.report_figures and _loads_weights(run.model):
+            from .report import draw_figures_ahead
+
+            # Loading torch and the weights keeps one core busy for seconds: a forked copy of this process
+            # readies matplotlib on the other and draws the report's figures when the report is written.
+            draw_figures_ahead(self, run.location)
         model = self.load_model(run)
         # What exists now (the model, its libraries' modules) outlives the measurement: frozen out of
         # the cycle collector's generations, it is not walked again by every full collection the
@@ -378,6 +384,16 @@ class Protocol(Generic[U, R]):
         round of its runs held in ``folder`` (``formats`` is html, md or both) and return the written paths,
         or None when ``folder`` is not such a round.  Default: None."""
         return None
+
+
+def _loads_weights(name: str) -> bool:
+    """Whether model ``name`` is one the transformers backend loads (bundled, a local folder, a hub id)."""
+    import models
+
+    try:
+        return models.check_model_name(name) in {"bundled", "local", "hub"}
+    except Exception:  # an unknown name fails in load_model with its own message
+        return False
 
 
 def finite(values: Mapping[str, Any]) -> dict[str, float]:

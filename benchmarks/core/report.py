@@ -389,6 +389,50 @@ def load_run(run_dir: str | Path, *, figures: bool = True) -> RunView:
 
 
 def _draw(protocol: Any, run_dir: Path, summary: Mapping[str, Any], notes: list[str]) -> list[tuple[str, str, str, bytes]]:
+    from . import _figures_ahead
+
+    ahead = _figures_ahead.draw(protocol.name, run_dir, summary)  # drawn by a copy forked before the model loaded
+    if isinstance(ahead, tuple) and len(ahead) == 2 and isinstance(ahead[0], list) and isinstance(ahead[1], list):
+        notes.extend(ahead[1])
+        return ahead[0]
+    return render_figures(protocol, run_dir, summary, notes)
+
+
+def draw_figures_ahead(protocol: Any, run_dir: Path) -> bool:
+    """Fork a copy of this process that readies matplotlib now and draws ``run_dir``'s figures when its report
+    is written (see ``_figures_ahead``); False when none was made (not Linux, torch already imported, another
+    thread running)."""
+    from . import _figures_ahead
+
+    def render(name: str, folder: Path, summary: Mapping[str, Any]) -> tuple[list, list[str]]:
+        notes: list[str] = []
+        return render_figures(find_protocol(name), folder, summary, notes), notes
+
+    return _figures_ahead.start(run_dir, _warm_figures, render)
+
+
+def _warm_figures() -> None:
+    """Import matplotlib and draw one throwaway figure as the report does (fonts, glyph paths, SVG writer)."""
+    import matplotlib
+
+    plt = pyplot()
+    figure, axes = plt.subplots(1, 2, figsize=(4.0, 3.0))
+    for ax in axes:
+        ax.scatter([0.0, 1.0], [1.0, 0.0], s=4, label="warm")
+        ax.bar(["a", "b"], [1, 2])
+        ax.axhline(0.5, linestyle="--")
+        ax.set_title("warm-up 0123456789")
+        ax.legend(fontsize=8)
+    figure.suptitle("warm-up")
+    figure.tight_layout()
+    with matplotlib.rc_context({"svg.hashsalt": "preregbench", "svg.fonttype": "path"}):
+        figure.savefig(io.BytesIO(), format="svg", metadata={"Date": None, "Creator": None})
+    plt.close(figure)
+
+
+def render_figures(protocol: Any, run_dir: Path, summary: Mapping[str, Any],
+                   notes: list[str]) -> list[tuple[str, str, str, bytes]]:
+    """The protocol's report figures as (file stem, title, caption, SVG bytes); a failure is a note."""
     try:
         drawn = list(protocol.report_figures(run_dir, summary))
     except Exception as exc:  # a figure that cannot be drawn never stops the report

@@ -80,3 +80,25 @@ def test_a_failed_measurement_unfreezes_too() -> None:
         made.run_units(_Run(), [1, 2, 3], records.append)
     assert [r["unit"] for r in records] == [1]
     assert gc.get_freeze_count() == 0 and made.model.closed
+
+
+class _FigureProtocol(_Protocol):
+    def report_figures(self, run_dir: Any, summary: Any) -> list:
+        return []
+
+
+@pytest.mark.parametrize("model, asked", [("smollm2-135m-instruct", True), ("scripted-oracle", False)])
+def test_the_figures_are_readied_before_a_weights_load_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                                            model: str, asked: bool) -> None:
+    from benchmarks.core import report
+
+    calls: list[tuple[Any, Any, bool]] = []
+    monkeypatch.setattr(report, "draw_figures_ahead",
+                        lambda protocol, run_dir: calls.append((protocol, run_dir, hasattr(protocol, "model"))) or True)
+    made = _FigureProtocol.__new__(_FigureProtocol)
+    made.fail_at = None
+    run = _Run()
+    run.model, run.location = model, tmp_path / "res" / "run-1"
+    made.run_units(run, [1], [].append)
+    # asked with the run's directory, before the model was loaded (the copy must be forked before torch is imported)
+    assert calls == ([(made, tmp_path / "res" / "run-1", False)] if asked else [])
