@@ -142,14 +142,20 @@ def test_bad_thread_counts_are_refused(threads) -> None:
         tiny_model(threads)
 
 
+def saved_tiny_model(folder: Path):
+    """The tiny model, its weights and tokenizer saved into ``folder`` for ``from_local``."""
+    made = tiny_model()
+    made.model.save_pretrained(folder, safe_serialization=True)
+    made.tokenizer.save_pretrained(folder)
+    return made
+
+
 @pytest.mark.parametrize("enabled_before", [True, False])
 def test_a_load_runs_no_cycle_collection_and_leaves_the_collector_as_it_was(
         tmp_path: Path, enabled_before: bool) -> None:
     import gc
 
-    made = tiny_model()
-    made.model.save_pretrained(tmp_path, safe_serialization=True)
-    made.tokenizer.save_pretrained(tmp_path)
+    made = saved_tiny_model(tmp_path)
     collections: list[int] = []
 
     def count(phase: str, info: dict) -> None:
@@ -183,9 +189,7 @@ def test_what_a_load_made_goes_to_the_oldest_generation_unless_others_hold_froze
         tmp_path: Path, frozen_before: bool) -> None:
     import gc
 
-    made = tiny_model()
-    made.model.save_pretrained(tmp_path, safe_serialization=True)
-    made.tokenizer.save_pretrained(tmp_path)
+    made = saved_tiny_model(tmp_path)
     enabled = gc.isenabled()
     gc.collect()
     gc.enable()
