@@ -74,6 +74,7 @@ __all__ = [
     "load_bundled",
     "load_gguf",
     "load_model",
+    "load_tokenizer",
     "model_kind",
     "register_model",
     "resolve_revision",
@@ -86,6 +87,13 @@ def resolve_revision(repo_id: str, revision: str = "main", cache_dir: Any = None
     from ._hf import resolve_revision as resolve
 
     return resolve(repo_id, revision, cache_dir)
+
+
+def load_tokenizer(folder: Any) -> Any:
+    """transformers' tokenizer of a local folder, loaded with the cycle collector paused; see ``_hf.load_tokenizer``."""
+    from ._hf import load_tokenizer as load
+
+    return load(folder)
 
 
 def _register_defaults() -> None:

@@ -130,10 +130,17 @@ def _convert(gguf: Path, sha: str, staging: Path) -> None:
 
 
 def _save_tokenizer(gguf: Path, sha: str, staging: Path) -> None:
-    """Write the tokenizer of ``gguf`` alone (no weights) into ``staging``."""
+    """Write the tokenizer of ``gguf`` alone (no weights) into ``staging``.
+
+    With the cycle collector paused, as for a model load: the GGUF reader makes an object per
+    vocabulary entry and field part (millions for Gemma's 262,144 tokens), and each full collection
+    they trigger would walk them all, and everything else the process holds, to find no garbage."""
     from transformers import AutoTokenizer
 
-    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(staging)
+    from ._hf import _collector_paused
+
+    with _collector_paused():
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(staging)
     _write_marker(staging, gguf, sha, contents="tokenizer")
 
 

@@ -68,6 +68,17 @@ def _collector_paused():
             gc.enable()
 
 
+def load_tokenizer(folder: str | Path) -> Any:
+    """transformers' tokenizer of a local folder (``AutoTokenizer``), loaded with the cycle collector paused:
+    reading a large vocabulary's ``tokenizer.json`` (Gemma's 262,144 entries) makes about a million objects,
+    and each full collection that triggers walks everything the process holds (seven of them for Gemma's,
+    in a process that has imported torch and transformers)."""
+    with _collector_paused():
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(folder)
+
+
 def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 

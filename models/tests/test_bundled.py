@@ -20,6 +20,7 @@ from models import (
     bundled_tokenizer_folder,
     load_gguf,
     load_model,
+    load_tokenizer,
 )
 
 FIXED_PROMPTS = [
@@ -56,10 +57,8 @@ GEMMA_RENDERED = "<bos><start_of_turn>user\nBe brief.\n\nName a colour.<end_of_t
 
 def test_gemma_turn_template_renders_from_the_tokenizer_alone() -> None:
     """The registry's Gemma template on the bundled tokenizer (no weights converted), and the pin refused first."""
-    from transformers import AutoTokenizer
-
     folder, sha = bundled_tokenizer_folder("gemma-3-270m")
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = load_tokenizer(folder)
     rendered = tokenizer.apply_chat_template(GEMMA_CHAT, chat_template=GEMMA3_CHAT_TEMPLATE, tokenize=False,
                                              add_generation_prompt=True)
     assert rendered == GEMMA_RENDERED
@@ -70,8 +69,6 @@ def test_gemma_turn_template_renders_from_the_tokenizer_alone() -> None:
 
 def test_the_tokenizer_folder_holds_no_weights_and_counts_like_the_tokenizer(tmp_path, monkeypatch) -> None:
     """On an empty cache the tokenizer-only folder is written from the GGUF: tokenizer files, no weights."""
-    from transformers import AutoTokenizer
-
     monkeypatch.setenv("PREREGBENCH_CACHE", str(tmp_path / "cache"))
     folder, sha = bundled_tokenizer_folder("smollm2-135m-instruct")
     assert folder == tmp_path / "cache" / "tokenizers" / sha
@@ -80,7 +77,7 @@ def test_the_tokenizer_folder_holds_no_weights_and_counts_like_the_tokenizer(tmp
     assert json.loads((folder / "preregbench-bundled.json").read_text())["gguf_sha256"] == sha
     assert bundled_tokenizer_folder("smollm2-135m-instruct") == (folder, sha)  # the second call reuses it
     text = "Count these tokens: 3 + 4 = 7, café!"
-    expected = len(AutoTokenizer.from_pretrained(folder)(text, add_special_tokens=False).input_ids)
+    expected = len(load_tokenizer(folder)(text, add_special_tokens=False).input_ids)
     from tokenizers import Tokenizer
 
     assert len(Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text, add_special_tokens=False).ids) == expected

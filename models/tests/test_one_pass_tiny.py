@@ -184,6 +184,41 @@ def test_a_load_runs_no_cycle_collection_and_leaves_the_collector_as_it_was(
     assert loaded.encode("the river") == made.encode("the river")
 
 
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_a_tokenizer_load_runs_no_cycle_collection_and_leaves_the_collector_as_it_was(
+        tmp_path: Path, enabled_before: bool) -> None:
+    import gc
+
+    from models import load_tokenizer
+
+    made = saved_tiny_model(tmp_path)
+    collections: list[int] = []
+
+    def count(phase: str, info: dict) -> None:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name != "from_pretrained":
+            frame = frame.f_back
+        if phase == "start" and frame is not None:
+            collections.append(info["generation"])
+
+    threshold = gc.get_threshold()
+    enabled = gc.isenabled()
+    gc.set_threshold(1, 1, 1)
+    (gc.enable if enabled_before else gc.disable)()
+    gc.callbacks.append(count)
+    try:
+        tokenizer = load_tokenizer(tmp_path)
+        during = list(collections)
+        state_after = gc.isenabled()
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*threshold)
+        (gc.enable if enabled else gc.disable)()
+    assert during == []  # reading the tokenizer files ran no collection
+    assert state_after is enabled_before
+    assert tokenizer("the river")["input_ids"] == made.tokenizer("the river")["input_ids"]
+
+
 @pytest.mark.parametrize("frozen_before", [False, True])
 def test_what_a_load_made_goes_to_the_oldest_generation_unless_others_hold_frozen_objects(
         tmp_path: Path, frozen_before: bool) -> None:

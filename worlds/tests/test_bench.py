@@ -66,3 +66,21 @@ def test_ladder_world_refuses_bad_shape():
         bench.ladder_world(0)
     with pytest.raises(ValueError, match="step cap >= 3"):
         bench.ladder_world(3, cap=2)
+
+
+def test_settled_blocks_nest_and_only_the_outermost_unfreezes():
+    """Inner blocks keep what the outer one froze (their collections walk only what is new); the last one out
+    leaves nothing frozen."""
+    import gc
+
+    gc.collect()
+    before = gc.get_freeze_count()
+    assert before == 0
+    with bench._settled_heap():
+        outer = gc.get_freeze_count()
+        assert outer > 0 and not gc.get_objects(generation=2)
+        kept = [[i] for i in range(1000)]  # survivors made inside the outer block
+        with bench._settled_heap():
+            assert gc.get_freeze_count() >= outer + len(kept)
+        assert gc.get_freeze_count() >= outer + len(kept)
+    assert gc.get_freeze_count() == 0

@@ -170,3 +170,14 @@ def test_binomial_tail_hand_value() -> None:
     # P[X >= 9] for X ~ Binomial(10, 0.5) = (10 + 1) / 1024.
     assert stats.binomial_sf(9, 10, 0.5) == pytest.approx(11 / 1024)
     assert stats.binomial_cdf(1, 10, 0.5) == pytest.approx(11 / 1024)
+
+
+def test_the_tabled_normal_quantiles_are_scipys_to_the_last_bit() -> None:
+    from scipy.special import ndtri
+
+    assert 0.95 in stats._Z_OF_LEVEL
+    for level, z in stats._Z_OF_LEVEL.items():
+        assert z == float(ndtri(0.5 + level / 2.0)) == float(sp.norm.ppf(0.5 + level / 2.0)), level
+        assert stats._z(level) == z
+    # a level outside the table still goes to scipy
+    assert stats._z(0.8) == float(ndtri(0.9))

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import os
 
-from models import GEMMA3_CHAT_TEMPLATE, GenerationSettings, LanguageModel, bundled_tokenizer_folder, load_model
+from models import (
+    GEMMA3_CHAT_TEMPLATE,
+    GenerationSettings,
+    LanguageModel,
+    bundled_tokenizer_folder,
+    load_model,
+    load_tokenizer,
+)
 
 
 def faulty_gemma(**options) -> LanguageModel:
@@ -33,7 +40,7 @@ def faulty_generate(original):
 def tiny_gemma(device: str = "cpu", dtype: str = "float32") -> LanguageModel:
     """A six-layer Gemma 3 with seeded random weights (the same in every process) and the bundled tokenizer."""
     import torch
-    from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     from models._hf import TransformersModel
 
@@ -43,6 +50,6 @@ def tiny_gemma(device: str = "cpu", dtype: str = "float32") -> LanguageModel:
                               sliding_window=64)
     torch.manual_seed(0)
     model = Gemma3ForCausalLM(config).to(dtype=getattr(torch, dtype), device=device)
-    return TransformersModel(model, AutoTokenizer.from_pretrained(folder), model_id="tiny-gemma3-from-config",
+    return TransformersModel(model, load_tokenizer(folder), model_id="tiny-gemma3-from-config",
                              revision="sha256:" + "0" * 64, source="from_config", chat_template=GEMMA3_CHAT_TEMPLATE,
                              stop_tokens=("<end_of_turn>",))

@@ -3,6 +3,7 @@ engine on small random-weight models of the other layer layouts."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -260,6 +261,16 @@ def _tiny_gemma3n():
     return Gemma3nForCausalLM(config), "gemma-3-270m", "gemma", lambda net: net.model
 
 
+@functools.cache
+def _bundled_tokenizer(name: str):
+    """A bundled model's tokenizer, loaded once for the layouts that share it (Gemma's takes seconds to load); the
+    model wrapper sets only left padding and the pad token on it, the same for every layout."""
+    from models import bundled_tokenizer_folder, load_tokenizer
+
+    folder, _ = bundled_tokenizer_folder(name)  # only the tokenizer is used: no weights converted
+    return load_tokenizer(folder)
+
+
 @pytest.mark.parametrize("build", [_tiny_llama, _tiny_gemma3_multimodal, _tiny_gemma3n],
                          ids=["llama", "gemma3-multimodal-wrapper", "gemma3n-altup"])
 def test_engine_runs_other_layer_layouts_and_removes_its_hooks(build):
@@ -267,16 +278,14 @@ def test_engine_runs_other_layer_layouts_and_removes_its_hooks(build):
     Llama-style feed-forward (post_attention_layernorm), Gemma 3 4B's multimodal wrapper (text stack at
     .model.language_model), Gemma 3n's AltUp streams ([streams, batch, positions, hidden] layer outputs)."""
     import torch
-    from transformers import AutoTokenizer
 
-    from models import GEMMA3_CHAT_TEMPLATE, bundled_tokenizer_folder
+    from models import GEMMA3_CHAT_TEMPLATE
     from models._hf import TransformersModel
     from benchmarks.pzombie.px import run_prompts
 
     torch.manual_seed(0)
     net, tokenizer_of, template, text_stack = build()
-    folder, _ = bundled_tokenizer_folder(tokenizer_of)  # only the tokenizer is used: no weights converted
-    model = TransformersModel(net, AutoTokenizer.from_pretrained(folder), model_id="tiny", revision="sha256:" + "0" * 64,
+    model = TransformersModel(net, _bundled_tokenizer(tokenizer_of), model_id="tiny", revision="sha256:" + "0" * 64,
                               source="from_config", chat_template=GEMMA3_CHAT_TEMPLATE if template else None)
     config = engine_config("270M", recur_start=2, final_layers=1, window_base=2, window_min=1, window_max=3,
                            stop_tokens=("<end_of_turn>",) if template else ())
