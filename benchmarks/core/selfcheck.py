@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import re
 import subprocess
 import sys
@@ -33,6 +34,11 @@ def project_root(folder: Path) -> Path:
     return next((p for p in [folder, *folder.parents] if (p / "pyproject.toml").is_file()), SUITE_ROOT)
 
 
+def _protocol_command(protocol_dir: Path, results: Path, *args: str) -> list[str]:
+    return [str(protocol_dir), "-m", "cpu", f"--rootdir={project_root(protocol_dir)}", f"--results-dir={results}",
+            "-p", "no:cacheprovider", "-p", "no:randomly", *args]
+
+
 def run_protocol(pytester: pytest.Pytester, protocol_dir: Path, results: Path, *args: str,
                  timeout: float | None = None, in_process: bool = False) -> pytest.RunResult:
     """Run the tests in ``protocol_dir`` marked ``cpu`` in a fresh pytest process, results under ``results``.
@@ -41,11 +47,21 @@ def run_protocol(pytester: pytest.Pytester, protocol_dir: Path, results: Path, *
     (:func:`run_in_process`), for checks of what a run writes and reports rather than of how a
     process starts, stops or is kept apart from another one.
     """
-    command = [str(protocol_dir), "-m", "cpu", f"--rootdir={project_root(protocol_dir)}", f"--results-dir={results}",
-               "-p", "no:cacheprovider", "-p", "no:randomly", *args]
+    command = _protocol_command(protocol_dir, results, *args)
     if in_process:
         return run_in_process(pytester, *command)
     return pytester.runpytest_subprocess(*command, timeout=timeout)
+
+
+def run_protocol_once(protocol_dir: Path, results: Path, *args: str,
+                      timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """The command of :func:`run_protocol` in a fresh pytest process, without a ``pytester``: for a module- or
+    session-scoped fixture whose one run several tests read (each test changes only copies of it).  The
+    environment is this process's without pytest's own variables (``PYTEST_XDIST_WORKER`` and the like)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    return subprocess.run([sys.executable, "-m", "pytest", *_protocol_command(protocol_dir, results, *args)],
+                          cwd=project_root(protocol_dir), env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
 def _is_test_module(name: str) -> bool:

@@ -1,7 +1,7 @@
 """The rescorer re-grades a finished run from its primitive fields: one changed field, one disagreement naming its unit.
 
 One scripted run (``scripted-cwr-most-c``: C wrong on a quarter of the pairs)
-is measured through pytester; every check works on a copy of its run
+is measured in a fresh pytest process, once for the module; every check works on a copy of its run
 directory with one primitive field changed: an answer's text in
 ``records.jsonl``, a byte of a world file under ``grading/``, a recorded
 expected answer, a unit's input in ``grading.json``, the recorded copy
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.core.selfcheck import read_report, run_protocol
+from benchmarks.core.selfcheck import read_report, run_protocol_once
 
 from .protocol import HERE
 
@@ -53,11 +53,13 @@ def _disagreeing(done: subprocess.CompletedProcess) -> tuple[set[str], set[str]]
     return {d["unit"] for d in found}, {d["field"] for d in found}
 
 
-@pytest.fixture
-def run_dir(pytester: pytest.Pytester, tmp_path: Path) -> Path:
-    results = tmp_path / "results"
-    result = run_protocol(pytester, HERE, results, "--model", MODEL)
-    report, found = read_report(results, "cwr", result)
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one run both tests read; each changes only its own copies."""
+    results = tmp_path_factory.mktemp("cwr-mutations") / "results"
+    done = run_protocol_once(HERE, results, "--model", MODEL)
+    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
+    report, found = read_report(results, "cwr")
     assert report["benchmark"]["protocols"]["cwr"]["classifications"]["cwr"]["outcome"]["label"] == LABEL
     return found
 
