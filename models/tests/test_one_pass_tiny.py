@@ -7,7 +7,9 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -150,51 +152,16 @@ def saved_tiny_model(folder: Path):
     return made
 
 
-@pytest.mark.parametrize("enabled_before", [True, False])
-def test_a_load_runs_no_cycle_collection_and_leaves_the_collector_as_it_was(
-        tmp_path: Path, enabled_before: bool) -> None:
+def collections_during_load(load: Callable[[], Any], enabled_before: bool) -> tuple[Any, list[int], bool]:
+    """``load()`` with the collector on (threshold 1, so nearly every allocation would start a collection) or
+    off: what it returned, the generations of the collections started while a ``from_pretrained`` was on the
+    stack, and whether the collector was on afterwards.  The collector is left as it was found."""
     import gc
 
-    made = saved_tiny_model(tmp_path)
     collections: list[int] = []
 
     def count(phase: str, info: dict) -> None:
-        # a collection started while transformers builds the model and reads its weights
-        frame = sys._getframe(1)
-        while frame is not None and frame.f_code.co_name != "from_pretrained":
-            frame = frame.f_back
-        if phase == "start" and frame is not None:
-            collections.append(info["generation"])
-
-    threshold = gc.get_threshold()
-    enabled = gc.isenabled()
-    gc.set_threshold(1, 1, 1)  # with the collector on, nearly every allocation would start a collection
-    (gc.enable if enabled_before else gc.disable)()
-    gc.callbacks.append(count)
-    try:
-        loaded = TransformersModel.from_local(tmp_path, revision="random")
-        during = list(collections)
-        state_after = gc.isenabled()
-    finally:
-        gc.callbacks.remove(count)
-        gc.set_threshold(*threshold)
-        (gc.enable if enabled else gc.disable)()
-    assert during == []  # building the model and loading its weights ran no collection
-    assert state_after is enabled_before
-    assert loaded.encode("the river") == made.encode("the river")
-
-
-@pytest.mark.parametrize("enabled_before", [True, False])
-def test_a_tokenizer_load_runs_no_cycle_collection_and_leaves_the_collector_as_it_was(
-        tmp_path: Path, enabled_before: bool) -> None:
-    import gc
-
-    from models import load_tokenizer
-
-    made = saved_tiny_model(tmp_path)
-    collections: list[int] = []
-
-    def count(phase: str, info: dict) -> None:
+        # a collection started while transformers builds the model, reads its weights or its tokenizer
         frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_name != "from_pretrained":
             frame = frame.f_back
@@ -207,13 +174,32 @@ def test_a_tokenizer_load_runs_no_cycle_collection_and_leaves_the_collector_as_i
     (gc.enable if enabled_before else gc.disable)()
     gc.callbacks.append(count)
     try:
-        tokenizer = load_tokenizer(tmp_path)
-        during = list(collections)
-        state_after = gc.isenabled()
+        loaded = load()
+        return loaded, list(collections), gc.isenabled()
     finally:
         gc.callbacks.remove(count)
         gc.set_threshold(*threshold)
         (gc.enable if enabled else gc.disable)()
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_a_load_runs_no_cycle_collection_and_leaves_the_collector_as_it_was(
+        tmp_path: Path, enabled_before: bool) -> None:
+    made = saved_tiny_model(tmp_path)
+    loaded, during, state_after = collections_during_load(
+        lambda: TransformersModel.from_local(tmp_path, revision="random"), enabled_before)
+    assert during == []  # building the model and loading its weights ran no collection
+    assert state_after is enabled_before
+    assert loaded.encode("the river") == made.encode("the river")
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_a_tokenizer_load_runs_no_cycle_collection_and_leaves_the_collector_as_it_was(
+        tmp_path: Path, enabled_before: bool) -> None:
+    from models import load_tokenizer
+
+    made = saved_tiny_model(tmp_path)
+    tokenizer, during, state_after = collections_during_load(lambda: load_tokenizer(tmp_path), enabled_before)
     assert during == []  # reading the tokenizer files ran no collection
     assert state_after is enabled_before
     assert tokenizer("the river")["input_ids"] == made.tokenizer("the river")["input_ids"]
