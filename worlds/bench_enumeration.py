@@ -197,67 +197,67 @@ def _settled_heap():
             gc.unfreeze()
 
 
+@_settled_heap()  # one walk of the whole heap per row; its timed blocks walk only what is new
 def measure(raw: dict, per_seq: float | None = None, budget_s: float | None = None) -> Row:
     """Enumerate and (unless its estimate ``per_seq * sequences`` exceeds ``budget_s``) brute-force one world."""
-    with _settled_heap():  # one walk of the whole heap for the row; its blocks walk only what is new
-        world = world_from_mapping(raw)
-        g = len(grounded_steps(world))
-        cap = world.budget.max_steps
-        total = sequence_count(g, cap)
-        times = []
-        for _ in range(ENUM_REPEATS):
-            with _settled_heap():
-                t0 = time.perf_counter()
-                enum = enumerate_solutions(world)
-                times.append(time.perf_counter() - t0)
-        t_enum = statistics.median(times)
-        base = dict(
-            world_id=world.id,
-            alphabet=g,
-            cap=cap,
-            solutions=len(enum.solutions),
-            enum_nodes=enum.states,
-            enum_s=t_enum,
-        )
-        if budget_s is not None and per_seq is not None and per_seq * total > budget_s:
-            return Row(**base, brute_seqs=total, brute_valid=None, brute_s=None, estimate_s=per_seq * total)
+    world = world_from_mapping(raw)
+    g = len(grounded_steps(world))
+    cap = world.budget.max_steps
+    total = sequence_count(g, cap)
+    times = []
+    for _ in range(ENUM_REPEATS):
         with _settled_heap():
             t0 = time.perf_counter()
-            seen, valid = brute_force(world)
-            t_brute = time.perf_counter() - t0
-        if seen != total:
-            raise BenchmarkMismatch(f"{world.id}: brute force checked {seen} sequences, expected {total}")
-        if valid != len(enum.solutions):
-            raise BenchmarkMismatch(
-                f"{world.id}: brute force found {valid} valid sequences, the enumerator {len(enum.solutions)}"
-            )
-        return Row(**base, brute_seqs=seen, brute_valid=valid, brute_s=t_brute)
+            enum = enumerate_solutions(world)
+            times.append(time.perf_counter() - t0)
+    t_enum = statistics.median(times)
+    base = dict(
+        world_id=world.id,
+        alphabet=g,
+        cap=cap,
+        solutions=len(enum.solutions),
+        enum_nodes=enum.states,
+        enum_s=t_enum,
+    )
+    if budget_s is not None and per_seq is not None and per_seq * total > budget_s:
+        return Row(**base, brute_seqs=total, brute_valid=None, brute_s=None, estimate_s=per_seq * total)
+    with _settled_heap():
+        t0 = time.perf_counter()
+        seen, valid = brute_force(world)
+        t_brute = time.perf_counter() - t0
+    if seen != total:
+        raise BenchmarkMismatch(f"{world.id}: brute force checked {seen} sequences, expected {total}")
+    if valid != len(enum.solutions):
+        raise BenchmarkMismatch(
+            f"{world.id}: brute force found {valid} valid sequences, the enumerator {len(enum.solutions)}"
+        )
+    return Row(**base, brute_seqs=seen, brute_valid=valid, brute_s=t_brute)
 
 
+@_settled_heap()
 def ladder_rows(max_n: int, budget_s: float = BRUTE_BUDGET_S, emit=None) -> list[Row]:
     """Rows for TW-L01..TW-L<max_n>, brute force skipped once its estimate exceeds ``budget_s``."""
     rows: list[Row] = []
     per_seq = None  # seconds per brute-force sequence, measured on the previous measured world
-    with _settled_heap():
-        for n in range(1, max_n + 1):
-            row = measure(ladder_world(n), per_seq, budget_s)
-            if row.brute_s is not None:
-                per_seq = row.brute_s / row.brute_seqs
-            rows.append(row)
-            if emit:
-                emit(row)
+    for n in range(1, max_n + 1):
+        row = measure(ladder_world(n), per_seq, budget_s)
+        if row.brute_s is not None:
+            per_seq = row.brute_s / row.brute_seqs
+        rows.append(row)
+        if emit:
+            emit(row)
     return rows
 
 
+@_settled_heap()
 def depth8_rows(stages=DEPTH8_STAGES, emit=None) -> list[Row]:
     """Rows for the depth-8 ladders; brute force always runs to the end."""
     rows = []
-    with _settled_heap():
-        for n in stages:
-            row = measure(ladder_world(n, cap=DEPTH8_CAP))
-            rows.append(row)
-            if emit:
-                emit(row)
+    for n in stages:
+        row = measure(ladder_world(n, cap=DEPTH8_CAP))
+        rows.append(row)
+        if emit:
+            emit(row)
     return rows
 
 

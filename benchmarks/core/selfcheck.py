@@ -57,11 +57,12 @@ def run_protocol_once(protocol_dir: Path, results: Path, *args: str,
                       timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """The command of :func:`run_protocol` in a fresh pytest process, without a ``pytester``: for a module- or
     session-scoped fixture whose one run several tests read (each test changes only copies of it).  The
-    environment is this process's without pytest's own variables (``PYTEST_XDIST_WORKER`` and the like)."""
+    environment is this process's without pytest's own variables (``PYTEST_XDIST_WORKER`` and the like); it runs
+    in the folder holding ``results``, as a ``pytester`` run runs in its own temporary folder."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    results.parent.mkdir(parents=True, exist_ok=True)
     return subprocess.run([sys.executable, "-m", "pytest", *_protocol_command(protocol_dir, results, *args)],
-                          cwd=project_root(protocol_dir), env=env, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+                          cwd=results.parent, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def _is_test_module(name: str) -> bool:
