@@ -218,19 +218,21 @@ def busy_cpus(samples: int = 20, interval: float = 0.005) -> float | None:
 SHARED_PREFIX_MODES = ("layout", "once")
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: two entries may share key and ids under other pad counts
 class _PrefixEntry:
     """Cached keys and values of the first ``len(ids)`` real tokens of a prompt, for every decoder layer.
 
-    ``key`` says under which layout they were computed: ``("layout", pads, width, ...)`` for a row of a
-    left-padded batch (its pad count and the batch width), ``("once", ...)`` for the tokens alone (batch 1,
-    positions 0..n-1).  ``layers`` holds one (keys, values) pair a layer, each ``[1, kv_heads, len(ids), head_dim]``.
+    ``key`` says under which layout they were computed: ``("layout", width, ...)`` for a row of a left-padded
+    batch of that width, with ``pad`` the row's pad count; ``("once", ...)`` for the tokens alone (batch 1,
+    positions 0..n-1, ``pad`` None).  ``layers`` holds one (keys, values) pair a layer, each
+    ``[1, kv_heads, len(ids), head_dim]``.
     """
 
     key: tuple
     ids: tuple[int, ...]
     layers: list[tuple[Any, Any]]
     nbytes: int
+    pad: int | None = None
 
 
 #: The fewest token rows a thread that a pass of the shared-prefix path may multiply: the CPU BLAS takes another
@@ -336,9 +338,13 @@ class TransformersModel(LanguageModel):
         self.shared_prefix_min = shared_prefix_min
         self.shared_prefix_bytes = shared_prefix_bytes
         self.prefix_stats = {"batches": 0, "shared_batches": 0, "full_rows": 0, "tail_rows": 0,
-                             "cached_columns": 0, "prefix_forwards": 0, "entries_stored": 0, "entry_hits": 0}
+                             "cached_columns": 0, "prefix_forwards": 0, "entries_stored": 0, "entry_hits": 0,
+                             "pad_probes": 0, "other_pad_rows": 0}
         self._prefixes: list[_PrefixEntry] = []
         self._prefix_eligible: bool | None = None
+        # (width, length, pad, other pad, context) -> whether the attention kernel gives the first ``length``
+        # real positions the same bits under both pad counts (see _pads_agree)
+        self._pad_verdicts: dict[tuple, bool] = {}
         self._tap_depth = 0
         self._seed_all(torch)
 
@@ -503,8 +509,10 @@ class TransformersModel(LanguageModel):
                 handle.remove()
 
     def forget_prefixes(self) -> None:
-        """Drop every cached prefix and zero ``prefix_stats``: the next batch starts as in a fresh process."""
+        """Drop every cached prefix and pad-probe verdict and zero ``prefix_stats``: the next batch starts as in a
+        fresh process."""
         self._prefixes = []
+        self._pad_verdicts = {}
         for name in self.prefix_stats:
             self.prefix_stats[name] = 0
 
@@ -614,11 +622,11 @@ class TransformersModel(LanguageModel):
             stored = {}
             for row, (key, ids) in store.items():
                 j, pad = full.index(row), pads[row]
-                stored[key] = self._store_prefix(key, ids, [(layer.keys[j:j + 1, :, pad:pad + len(ids)],
+                stored[row] = self._store_prefix(key, ids, [(layer.keys[j:j + 1, :, pad:pad + len(ids)],
                                                              layer.values[j:j + 1, :, pad:pad + len(ids)])
-                                                            for layer in cache.layers])
-            # a row waiting for its layout's entry (a key in the plan) takes the one stored just now
-            entries = {row: stored[entry] if isinstance(entry, tuple) else entry for row, entry in entries.items()}
+                                                            for layer in cache.layers], pad)
+            # a row waiting for an entry (the index of the full row storing it) takes the one stored just now
+            entries = {row: stored[entry] if isinstance(entry, int) else entry for row, entry in entries.items()}
         if tail:
             index = torch.tensor(tail, device=input_ids.device)
             layers = []
@@ -692,22 +700,65 @@ class TransformersModel(LanguageModel):
         torch = _torch()
         return (getattr(self.model.config, "_attn_implementation", None), torch.get_num_threads())
 
-    def _find_prefix(self, key: tuple, ids: Sequence[int]) -> tuple[_PrefixEntry | None, int]:
-        """The cached entry under ``key`` sharing the most leading tokens with ``ids``, and that count."""
+    def _find_prefix(self, key: tuple, ids: Sequence[int], pad: int | None = None) -> tuple[_PrefixEntry | None, int]:
+        """The cached entry under ``key`` sharing the most leading tokens with ``ids``, and that count.  With
+        ``pad`` (the layout mode), only an entry computed under that pad count or under one the attention kernel
+        treats alike (:meth:`_pads_agree`) is taken."""
         best, length = None, 0
         for entry in self._prefixes:
             if entry.key == key:
                 common = _common_length(entry.ids, ids)
-                if common > length:
+                if common > length and (pad is None or entry.pad == pad
+                                        or pad in self._pads_agree(key[1], len(entry.ids), entry.pad, [pad])):
                     best, length = entry, common
         return best, length
 
-    def _store_prefix(self, key: tuple, ids: Sequence[int], layers: list[tuple[Any, Any]]) -> _PrefixEntry:
-        """Cache copies of ``layers`` under ``key`` and ``ids``; beyond ``shared_prefix_bytes`` the least recently
-        used entries go (the new one stays)."""
+    def _pads_agree(self, width: int, length: int, pad: int, others: Sequence[int]) -> set[int]:
+        """Those of ``others`` under which this process's attention kernel gives a row's first ``length`` real
+        positions the same bits as under ``pad``, in a pass over ``width`` columns.
+
+        The kernel's arithmetic for a query row can depend on where the row sits in its block of queries: with
+        torch 2.13's CPU flash attention, rows in a block's trailing partial group round differently, so a
+        prefix that reaches into the last, partial block of the pass gets other bits under another pad count.
+        Rather than encode one library build's blocking, each (width, length, pad pair, thread count, attention)
+        is probed once: one ``scaled_dot_product_attention`` call over random queries, keys and values that hold
+        the same ``length`` real columns under each pad count, masked as a left-padded causal batch is (pad
+        columns and pad query rows masked), compared to the bit on those columns.  A layer's other operations
+        treat each position alike wherever it sits, so a layer that agrees on every column agrees in every
+        layer.  The probe draws from its own generator; the global random state is untouched.
+        """
+        torch = _torch()
+        context = self._prefix_context()
+        todo = sorted({p for p in others if p != pad and (width, length, pad, p, context) not in self._pad_verdicts})
+        if todo:
+            config = self.model.config.get_text_config()
+            heads = min(int(getattr(config, "num_attention_heads", 4) or 4), 4)
+            dim = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+            pads = [pad, *todo]
+            generator = torch.Generator().manual_seed(width * 7919 + length)
+            with torch.inference_mode():
+                qkv = torch.randn(3, len(pads), heads, width, dim, generator=generator)
+                real = qkv[:, 0, :, pad:pad + length].clone()
+                column = torch.arange(width)
+                masks = []
+                for i, p in enumerate(pads):
+                    qkv[:, i, :, p:p + length] = real
+                    masks.append((column[None, :] >= p) & (column[None, :] <= column[:, None]) & (column[:, None] >= p))
+                out = torch.nn.functional.scaled_dot_product_attention(
+                    qkv[0], qkv[1], qkv[2], attn_mask=torch.stack(masks)[:, None], scale=dim ** -0.5)
+                first = out[0, :, pad:pad + length]
+                for i, p in enumerate(todo, start=1):
+                    self._pad_verdicts[(width, length, pad, p, context)] = bool(torch.equal(first, out[i, :, p:p + length]))
+            self.prefix_stats["pad_probes"] += 1
+        return {p for p in others if p == pad or self._pad_verdicts[(width, length, pad, p, context)]}
+
+    def _store_prefix(self, key: tuple, ids: Sequence[int], layers: list[tuple[Any, Any]],
+                      pad: int | None = None) -> _PrefixEntry:
+        """Cache copies of ``layers`` under ``key``, ``ids`` and ``pad``; beyond ``shared_prefix_bytes`` the least
+        recently used entries go (the new one stays)."""
         layers = [(k.clone(), v.clone()) for k, v in layers]
-        entry = _PrefixEntry(key, tuple(ids), layers, sum(k.nbytes + v.nbytes for k, v in layers))
-        self._prefixes = [e for e in self._prefixes if not (e.key == key and e.ids == entry.ids)]
+        entry = _PrefixEntry(key, tuple(ids), layers, sum(k.nbytes + v.nbytes for k, v in layers), pad)
+        self._prefixes = [e for e in self._prefixes if not (e.key == key and e.ids == entry.ids and e.pad == pad)]
         self._prefixes.append(entry)
         while len(self._prefixes) > 1 and sum(e.nbytes for e in self._prefixes) > self.shared_prefix_bytes:
             self._prefixes.pop(0)
@@ -721,38 +772,48 @@ class TransformersModel(LanguageModel):
         self.prefix_stats["entry_hits"] += 1
 
     def _plan_layout(self, rows: list[list[int]], pads: list[int], width: int) -> tuple | None:
-        """Reuse only columns computed under the same layout: the same pad count and the same batch width.
+        """Reuse only columns computed under the same layout: the same batch width, and a pad count the attention
+        kernel treats alike.
 
         The plain prefill's arithmetic for a row does not depend on the other rows of the batch, only on the
-        row's tokens, its pad count and the batch width: these decide how the CPU attention kernel groups its
-        additions, so the same tokens padded differently round differently (by up to ~4e-5 in SmolLM2's logits).
-        An entry is therefore keyed by (pads, width) and holds exactly the columns that a plain prefill computes
-        for such a row.  A row whose layout has no entry covering at least three quarters of the batch's
-        longest common token prefix (``L``, when ``L`` reaches ``shared_prefix_min``) runs in full, as in the
-        plain prefill but with a subset of the rows, and leaves its first ``L`` tokens cached.  The other rows
-        run only columns ``split..width-1`` on top of their cached columns, ``split`` chosen to save the most
-        columns among those that keep the attention kernel's query blocks equivalent (:func:`_same_query_blocks`)
-        and every matrix product at ``_MIN_GEMM_ROWS`` rows a thread or more.  Returns (full rows, tail rows,
-        split, {tail row: its entry, or its layout's key when a full row of that layout stores the entry in this
-        batch}, {full row: (key, ids) to store}), or None when nothing is saved or stored.
+        row's tokens, the batch width and where its tokens sit among the attention kernel's blocks of query
+        rows (measured with torch 2.13 on the CPU: the width sets the blocking, and a prefix reaching into the
+        pass's last, partial block rounds differently under different pad counts, by up to ~4e-5 in SmolLM2's
+        logits; elsewhere the pad count changes no bit).  An entry is therefore keyed by the width, records the
+        pad count it was computed under, and holds exactly the columns that a plain prefill computes for such
+        a row; a row of another pad count takes it only when :meth:`_pads_agree` has found the kernel to give
+        the entry's columns the same bits under both pad counts.  A row with no such entry covering at least
+        three quarters of the batch's longest common token prefix (``L``, when ``L`` reaches
+        ``shared_prefix_min``) runs in full, as in the plain prefill but with a subset of the rows, and leaves
+        its first ``L`` tokens cached; a row whose pad count agrees with such a row's waits for that entry.  The
+        other rows run only columns ``split..width-1`` on top of their cached columns, ``split`` chosen to save
+        the most columns among those that keep the attention kernel's query blocks equivalent
+        (:func:`_same_query_blocks`) and every matrix product at ``_MIN_GEMM_ROWS`` rows a thread or more.
+        Returns (full rows, tail rows, split, {tail row: its entry, or the index of the full row that stores it
+        in this batch}, {full row: (key, ids) to store}), or None when nothing is saved or stored.
         """
         context = self._prefix_context()
         common = rows[0]
         for row in rows[1:]:
             common = common[:_common_length(common, row)]
         keep = len(common) if len(common) >= self.shared_prefix_min else 0
-        keys = [("layout", pad, width, *context) for pad in pads]
-        found = [self._find_prefix(key, row) for key, row in zip(keys, rows)]
+        key = ("layout", width, *context)
+        found = [self._find_prefix(key, row, pad) for row, pad in zip(rows, pads)]
         matched = [length for _, length in found]
         store: dict[int, tuple[tuple, tuple[int, ...]]] = {}
-        waiting: set[int] = set()
+        waiting: dict[int, int] = {}  # row -> the full row whose stored entry it takes
+        needs = [bool(keep) and 4 * matched[b] < 3 * keep for b in range(len(rows))]
         for b in range(len(rows)):
-            if keep and 4 * matched[b] < 3 * keep:
-                if any(store_key == keys[b] for store_key, _ in store.values()):
-                    waiting.add(b)  # another row of its layout runs in full and stores the prefix
-                    matched[b] = keep
-                else:
-                    store[b] = (keys[b], tuple(common))
+            if not needs[b]:
+                continue
+            source = next((s for s in store if pads[b] in self._pads_agree(width, keep, pads[s], [pads[b]])), None)
+            if source is None:
+                store[b] = (key, tuple(common))
+                # one probe for the pad counts of the rows still to place, against this row's
+                self._pads_agree(width, keep, pads[b], [pads[c] for c in range(b + 1, len(rows)) if needs[c]])
+            else:
+                waiting[b] = source  # a full row of an agreeing pad count stores the prefix this batch
+                matched[b] = keep
         candidates = [b for b in range(len(rows)) if b not in store and matched[b]]
         threads = context[1]
         best, split = 0, 0
@@ -771,8 +832,10 @@ class TransformersModel(LanguageModel):
         for b in tail:
             if b not in waiting:
                 self._touch(found[b][0])
+            if (pads[waiting[b]] if b in waiting else found[b][0].pad) != pads[b]:
+                self.prefix_stats["other_pad_rows"] += 1
         full = [b for b in range(len(rows)) if b not in tail]
-        return full, tail, split, {b: keys[b] if b in waiting else found[b][0] for b in tail}, store
+        return full, tail, split, {b: waiting[b] if b in waiting else found[b][0] for b in tail}, store
 
     def _plan_once(self, rows: list[list[int]], pads: list[int], width: int) -> tuple | None:
         """The prefix computed once, alone: batch 1, positions 0..L-1, no padding (``L``: the batch's longest common

@@ -124,6 +124,71 @@ def test_a_stale_prefix_would_be_caught() -> None:
     assert max(abs(a - b) for new, old in zip(got, plain) for a, b in zip(new.scores.logits, old.scores.logits)) > 1e-3
 
 
+def test_rows_of_other_pad_counts_take_an_entry_only_where_the_kernel_agrees() -> None:
+    """An entry is keyed by the batch width, not the pad count: rows padded differently take one row's cached
+    columns where the pad probe says the attention kernel rounds them alike, and run in full where it does
+    not; either way every response is the plain path's to the bit ("ragged" needs both).  With the probe
+    replaced by one that accepts every pad count, the same batches come out different: the probe is what keeps
+    the bits."""
+    texts = CASES["ragged"] + CASES["shared"]
+    plain = plain_model().score_and_generate(texts, LABELS, SETTINGS)
+    model = shared_model("layout")
+    for _ in range(2):
+        assert model.score_and_generate(texts, LABELS, SETTINGS) == plain
+    verdicts = list(model._pad_verdicts.values())
+    assert model.prefix_stats["other_pad_rows"] > 0 and True in verdicts and False in verdicts, model.prefix_stats
+
+    careless = shared_model("layout")
+    careless._pads_agree = lambda width, length, pad, others: set(others)
+    got = careless.score_and_generate(texts, LABELS, SETTINGS)
+    assert got != plain
+    assert max(abs(a - b) for new, old in zip(got, plain) for a, b in zip(new.scores.logits, old.scores.logits)) > 0
+
+
+def test_the_pad_probe_passes_only_pad_counts_the_model_rounds_alike() -> None:
+    """The probe against the model itself: the tiny llama's keys and values for the same prefix, computed in
+    passes of one width under two pad counts, must be identical wherever ``_pads_agree`` says so.  Widths from
+    14 to 41 with pads of up to 13 put the prefix in full and in partial query blocks, so both verdicts
+    occur and some rejected pairs really differ."""
+    model = shared_model("layout")
+    prefix = model.encode(PREFIX)
+    suffix = model.encode(words(random.Random(31), 40))
+    decoder = model.model.get_decoder()
+    pad_id = model.tokenizer.pad_token_id
+    length = len(prefix)
+
+    def prefix_columns(pad: int, width: int) -> list:
+        row = prefix + suffix[:width - pad - length]
+        ids = torch.tensor([[pad_id] * pad + row])
+        mask = torch.tensor([[0] * pad + [1] * len(row)])
+        out = decoder(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).masked_fill(mask == 0, 1),
+                      use_cache=True)
+        return [t[0, :, pad:pad + length] for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+
+    outcomes = {(True, True): 0, (False, True): 0, (False, False): 0}
+    with torch.inference_mode(), model._thread_count(torch):
+        for width in range(length + 2, 42):
+            pads = list(range(0, min(width - length - 1, 14)))
+            columns = {pad: prefix_columns(pad, width) for pad in pads}
+            for ref in pads[:4]:
+                agreeing = model._pads_agree(width, length, ref, pads)
+                for pad in pads:
+                    same = all(torch.equal(a, b) for a, b in zip(columns[ref], columns[pad]))
+                    assert same or pad not in agreeing, (width, ref, pad)
+                    outcomes[(pad in agreeing, same)] += 1
+    assert outcomes[(True, True)] and outcomes[(False, False)], outcomes
+
+
+def test_the_pad_probe_leaves_the_random_state_alone() -> None:
+    model = shared_model("layout")
+    state = torch.random.get_rng_state()
+    assert model._pads_agree(40, 12, 0, [1, 2, 3, 9]) <= {0, 1, 2, 3, 9}
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert model.prefix_stats["pad_probes"] == 1
+    model._pads_agree(40, 12, 0, [3, 9])  # cached: no second probe
+    assert model.prefix_stats["pad_probes"] == 1
+
+
 def test_taps_see_the_plain_prefill() -> None:
     """Inside taps every prefill is the plain one: the same steps and the same hidden states as a model without
     the option (what P-Zombie counts and reads)."""
@@ -168,9 +233,9 @@ def test_sliding_window_models_keep_the_plain_path() -> None:
 def test_forget_prefixes_starts_afresh() -> None:
     model = shared_model("layout")
     model.score_and_generate(CASES["shared"], LABELS, SETTINGS)
-    assert model.prefix_stats["entries_stored"] > 0
+    assert model.prefix_stats["entries_stored"] > 0 and model._pad_verdicts
     model.forget_prefixes()
-    assert model._prefixes == [] and set(model.prefix_stats.values()) == {0}
+    assert model._prefixes == [] and model._pad_verdicts == {} and set(model.prefix_stats.values()) == {0}
 
 
 @pytest.mark.parametrize("options", [{"shared_prefix": "always"}, {"shared_prefix": "layout", "shared_prefix_min": 0}])
