@@ -700,18 +700,22 @@ class TransformersModel(LanguageModel):
         torch = _torch()
         return (getattr(self.model.config, "_attn_implementation", None), torch.get_num_threads())
 
-    def _find_prefix(self, key: tuple, ids: Sequence[int], pad: int | None = None) -> tuple[_PrefixEntry | None, int]:
+    def _find_prefix(self, key: tuple, ids: Sequence[int],
+                     layout: tuple[int, int] | None = None) -> tuple[_PrefixEntry | None, int]:
         """The cached entry under ``key`` sharing the most leading tokens with ``ids``, and that count.  With
-        ``pad`` (the layout mode), only an entry computed under that pad count or under one the attention kernel
-        treats alike (:meth:`_pads_agree`) is taken."""
+        ``layout`` = (width, pad count), the layout mode, only an entry computed under that pad count or one the
+        attention kernel treats alike in a pass of that width (:meth:`_pads_agree`) is taken."""
         best, length = None, 0
         for entry in self._prefixes:
             if entry.key == key:
                 common = _common_length(entry.ids, ids)
-                if common > length and (pad is None or entry.pad == pad
-                                        or pad in self._pads_agree(key[1], len(entry.ids), entry.pad, [pad])):
+                if common > length and (layout is None or self._pad_fits(layout, entry)):
                     best, length = entry, common
         return best, length
+
+    def _pad_fits(self, layout: tuple[int, int], entry: _PrefixEntry) -> bool:
+        width, pad = layout
+        return pad in self._pads_agree(width, len(entry.ids), entry.pad, [pad])
 
     def _pads_agree(self, width: int, length: int, pad: int, others: Sequence[int]) -> set[int]:
         """Those of ``others`` under which this process's attention kernel gives a row's first ``length`` real
@@ -732,8 +736,8 @@ class TransformersModel(LanguageModel):
         todo = sorted({p for p in others if p != pad and (width, length, pad, p, context) not in self._pad_verdicts})
         if todo:
             config = self.model.config.get_text_config()
-            heads = min(int(getattr(config, "num_attention_heads", 4) or 4), 4)
-            dim = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+            heads = min(config.num_attention_heads, 4)  # the kernel runs each head alike; four keep the probe cheap
+            dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
             pads = [pad, *todo]
             generator = torch.Generator().manual_seed(width * 7919 + length)
             with torch.inference_mode():
@@ -798,7 +802,7 @@ class TransformersModel(LanguageModel):
             common = common[:_common_length(common, row)]
         keep = len(common) if len(common) >= self.shared_prefix_min else 0
         key = ("layout", width, *context)
-        found = [self._find_prefix(key, row, pad) for row, pad in zip(rows, pads)]
+        found = [self._find_prefix(key, row, (width, pad)) for row, pad in zip(rows, pads)]
         matched = [length for _, length in found]
         store: dict[int, tuple[tuple, tuple[int, ...]]] = {}
         waiting: dict[int, int] = {}  # row -> the full row whose stored entry it takes
