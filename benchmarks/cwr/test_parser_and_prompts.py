@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 import worlds
@@ -22,8 +24,17 @@ from .protocol import (
     state_lines,
 )
 
-ITEMS = build_cwr_items()
-CONTROL = [item for condition in ("P", "R", "E") for item in ITEMS[condition]]
+
+
+@functools.lru_cache(maxsize=1)
+def items() -> dict:
+    """The registered P, R and E items, built on first use (a protocol run collects this module without running
+    it)."""
+    return build_cwr_items()
+
+
+def control() -> list:
+    return [item for condition in ("P", "R", "E") for item in items()[condition]]
 
 
 def _family(item):
@@ -31,14 +42,14 @@ def _family(item):
 
 
 def test_every_expected_reply_parses_to_the_expected_answer():
-    for item in CONTROL:
+    for item in control():
         status, parsed = parse_control(item, _family(item), expected_answer_text(item, _family(item)))
         assert status == "ok", item["item_id"]
         assert grade_control(item, parsed), item["item_id"]
 
 
 def test_prose_around_the_answer_is_unscored():
-    item = next(i for i in ITEMS["E"] if i["kind"] == "non_goal")
+    item = next(i for i in items()["E"] if i["kind"] == "non_goal")
     family = _family(item)
     reply = "Let me trace it.\nStep 1 is fine.\n" + expected_answer_text(item, family) + "\n\nThat is my answer."
     assert grade_control(item, parse_control(item, family, reply)[1])
@@ -54,20 +65,20 @@ def test_prose_around_the_answer_is_unscored():
     ("ANSWER: LEGAL ILLEGAL", "bad_answer_value"),
 ])
 def test_malformed_verdicts_are_coded(reply, status):
-    item = next(i for i in ITEMS["P"] if i["kind"] == "verdict")
+    item = next(i for i in items()["P"] if i["kind"] == "verdict")
     assert parse_control(item, _family(item), reply) == (status, None)
     assert status in PARSE_STATUSES and not grade_control(item, None)
 
 
 def test_malformed_states_and_execution_answers_are_coded():
-    effect = next(i for i in ITEMS["P"] if i["kind"] == "effect" and _family(i) == "token_workshop")
+    effect = next(i for i in items()["P"] if i["kind"] == "effect" and _family(i) == "token_workshop")
     assert parse_control(effect, "token_workshop", "the inventory grows") == ("no_state_block", None)
     assert parse_control(effect, "token_workshop", "STATE:\nore = many") == ("bad_state_block", None)
     assert parse_control(effect, "token_workshop", "STATE:\nore = 1\nore = 2") == ("bad_state_block", None)
-    legal = next(i for i in ITEMS["E"] if i["kind"] == "goal")
+    legal = next(i for i in items()["E"] if i["kind"] == "goal")
     assert parse_control(legal, _family(legal), "ANSWER: LEGAL, GOAL MET") == ("no_state_block", None)
     assert parse_control(legal, _family(legal), "ANSWER: ILLEGAL AT STEP two")[0] == "bad_answer_value"
-    retrieval = ITEMS["R"][0]
+    retrieval = items()["R"][0]
     assert parse_control(retrieval, _family(retrieval), "ANSWER: the second one") == ("bad_answer_value", None)
 
 
@@ -100,7 +111,7 @@ def test_prose_synthesis_answer_is_malformed_not_a_crash():
 
 
 def test_control_prompts_hold_the_world_and_the_question():
-    for item in CONTROL:
+    for item in control():
         world, raw = resolve_world(item["world_ref"])
         text = control_prompt(item, world, raw)
         assert worlds.render_world(raw) in text
@@ -113,7 +124,7 @@ def test_control_prompts_hold_the_world_and_the_question():
 
 
 def test_no_witness_or_example_text_leaks_into_control_prompts():
-    for item in CONTROL:
+    for item in control():
         world, raw = resolve_world(item["world_ref"])
         assert "examples" not in raw
         if item["world_ref"].startswith("shipped:"):
@@ -124,7 +135,7 @@ def test_no_witness_or_example_text_leaks_into_control_prompts():
 
 def test_synthesis_prompts_are_the_pair_bodies_verbatim_in_fresh_sessions():
     pairs = run_pairs()
-    units = build_units(ITEMS, pairs, None)
+    units = build_units(items(), pairs, None)
     by_id = {u.item_id: u for u in units}
     for pair in pairs:
         f, c = by_id[f"F:{pair.pair_id}"], by_id[f"C:{pair.pair_id}"]
@@ -144,7 +155,7 @@ def test_e_prompts_show_their_condition_context_and_no_synthesis_task():
     sides = {f"pair:{p.pair_id}:{s.condition}": (p, s) for p in worlds.build_showcase_pairs(token_counts=False)
              for s in (p.f, p.c)}
     seen = set()
-    for item in ITEMS["E"]:
+    for item in items()["E"]:
         world, raw = resolve_world(item["world_ref"])
         text = control_prompt(item, world, raw)
         assert "=== YOUR TASK ===" not in text and worlds.GRAMMAR_TEXT not in text, item["item_id"]
@@ -169,7 +180,7 @@ def test_e_prompts_show_their_condition_context_and_no_synthesis_task():
     ({"context": "none"}, "does not belong to world"),
 ])
 def test_e_item_with_a_wrong_context_is_refused(change, message):
-    item = next(i for i in ITEMS["E"] if i["context"] == "C")
+    item = next(i for i in items()["E"] if i["context"] == "C")
     world, raw = resolve_world(item["world_ref"])
     with pytest.raises(ValueError, match=message):
         control_prompt({**item, **change}, world, raw)

@@ -13,6 +13,7 @@ whatever interval the protocol computes) and the compiled classification
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from functools import lru_cache
 
 import pytest
@@ -26,13 +27,34 @@ from .protocol import GATE, PREREG, SYNTHESIS_CONDITIONS, CwrRecord, build_units
 SEED = 20261201
 SEARCH = 4000  # candidates at most; the search stops once every label has a witness
 
-PAIRS = run_pairs()
-UNITS = build_units(FIXTURE_SETS[PREREG.values.measurement.fixture_set](), PAIRS, None)
-MOTIF = {p.pair_id for p in PAIRS if p.novelty == MOTIF_REQUIRED}
-BASES = sorted({p.pair_id.split("~")[0] for p in PAIRS})
-COUNTS = {c: sum(u.condition == c for u in UNITS) for c in ("P", "R", "E", "F", "C")}
-SIZE = (f"{len(BASES)} showcase pairs x {PREREG.values.measurement.replicas_per_pair} replicas "
-        f"({COUNTS['F']} F/C pairs) and {COUNTS['P']} P items")
+
+
+@dataclass(frozen=True)
+class Design:
+    """The preregistered design's units, with a record of every unit answered right and wrong."""
+
+    pairs: tuple
+    units: list
+    motif: set
+    bases: list
+    counts: dict
+    size: str
+    records: dict
+
+
+@lru_cache(maxsize=1)
+def design() -> Design:
+    """Built on first use, not when the module is imported: a protocol run collects this module without
+    running it."""
+    pairs = run_pairs()
+    units = build_units(FIXTURE_SETS[PREREG.values.measurement.fixture_set](), pairs, None)
+    bases = sorted({p.pair_id.split("~")[0] for p in pairs})
+    counts = {c: sum(u.condition == c for u in units) for c in ("P", "R", "E", "F", "C")}
+    size = (f"{len(bases)} showcase pairs x {PREREG.values.measurement.replicas_per_pair} replicas "
+            f"({counts['F']} F/C pairs) and {counts['P']} P items")
+    records = {(u.item_id, flag): _record(u, flag) for u in units for flag in (True, False)}
+    return Design(pairs, units, {p.pair_id for p in pairs if p.novelty == MOTIF_REQUIRED}, bases, counts, size,
+                  records)
 
 
 def _record(unit, correct: bool) -> CwrRecord:
@@ -48,37 +70,36 @@ def _record(unit, correct: bool) -> CwrRecord:
     )
 
 
-RECORDS = {(u.item_id, flag): _record(u, flag) for u in UNITS for flag in (True, False)}
-
-
 def draw(rng: random.Random) -> tuple[tuple[CwrRecord, ...], dict]:
-    p_right = set(rng.sample(range(COUNTS["P"]), rng.randint(0, COUNTS["P"])))
+    made = design()
+    p_right = set(rng.sample(range(made.counts["P"]), rng.randint(0, made.counts["P"])))
     rates = {"F": rng.random(), "C": rng.random(), "R": rng.random(), "E": rng.random()}
     out, p_index = [], 0
-    for u in UNITS:
+    for u in made.units:
         if u.condition == "P":
             flag = p_index in p_right
             p_index += 1
         else:
             flag = rng.random() < rates[u.condition]
-        out.append(RECORDS[(u.item_id, flag)])
-    flagged = 0 if rng.random() < 0.5 else rng.randint(1, len(PAIRS))
+        out.append(made.records[(u.item_id, flag)])
+    flagged = 0 if rng.random() < 0.5 else rng.randint(1, len(made.pairs))
     return tuple(out), {"copy_flagged_pairs": flagged}
 
 
 def candidate_metrics(candidate):
     records, baselines = candidate
-    return metrics(records, baselines, MOTIF)
+    return metrics(records, baselines, design().motif)
 
 
 @lru_cache(maxsize=1)
 def search():
-    return reachability(GATE, seeded(draw, seed=SEED, count=SEARCH), candidate_metrics, size=SIZE)[GATE.name]
+    return reachability(GATE, seeded(draw, seed=SEED, count=SEARCH), candidate_metrics, size=design().size)[GATE.name]
 
 
 def test_planned_design():
-    assert len(BASES) == 8 and PREREG.values.measurement.replicas_per_pair == 3
-    assert COUNTS["F"] == COUNTS["C"] == len(PAIRS) == 24
+    made = design()
+    assert len(made.bases) == 8 and PREREG.values.measurement.replicas_per_pair == 3
+    assert made.counts["F"] == made.counts["C"] == len(made.pairs) == 24
 
 
 @pytest.mark.parametrize("label", outcome_labels(GATE))
@@ -86,7 +107,7 @@ def test_label_reachable_at_planned_size(label):
     found = search()
     assert label in found.witnesses, found.message()
     records, baselines = found.witnesses[label]
-    assert len(records) == len(UNITS)
+    assert len(records) == len(design().units)
     measured = {k: float(v) for k, v in candidate_metrics((records, baselines)).items()
                 if isinstance(v, (int, float)) and v == v}
     assert GATE.evaluate(measured).label == label

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -170,12 +171,28 @@ def test_unknown_split_names_the_known_ones() -> None:
 # ----------------------------------------------------------------- building
 
 
+def _first_tier(spec):
+    """``spec`` with its first tier only, every family kept: a cheap part of the split (the generator draws each
+    family and tier on its own, so the part equals those pairs of the whole split)."""
+    first = next(iter(spec.pairs_per_tier))
+    return dataclasses.replace(spec, pairs_per_tier={first: spec.pairs_per_tier[first]})
+
+
+def _built_afresh(spec, seed: int) -> tuple:
+    """The pairs of ``spec`` generated now, past the process's cache of built splits."""
+    layout = tuple((f, tuple(spec.pairs_per_tier.items())) for f in spec.families)
+    return splits_module._build.__wrapped__(layout, seed, spec.replicas)[0]
+
+
 def test_the_development_split_is_deterministic_and_laid_out_by_base() -> None:
     spec = SPLITS["development"]
     built = generated_split("development")
-    splits_module._build.cache_clear()  # built afresh, not read from the process's cache
-    again = build_split("development", spec, spec.seed, None)
-    assert again.pairs is not built.pairs and pair_rows(built.pairs) == pair_rows(again.pairs)
+    # The first tier of every family generated again, afresh, gives the same pairs as the whole split holds.
+    again = _built_afresh(_first_tier(spec), spec.seed)
+    again_bases = {base_pair(p.pair_id) for p in again}
+    assert len(again_bases) == len(spec.families) * next(iter(spec.pairs_per_tier.values()))
+    assert pair_rows(again) == pair_rows([p for p in built.pairs if base_pair(p.pair_id) in again_bases])
+    assert not {id(p) for p in again} & {id(p) for p in built.pairs}
     bases = sorted({base_pair(p.pair_id) for p in built.pairs})
     assert len(bases) == len(spec.families) * spec.bases_per_family()
     assert len(built.pairs) == len(bases) * spec.replicas
@@ -193,8 +210,8 @@ def test_the_development_split_is_deterministic_and_laid_out_by_base() -> None:
 
 def test_another_seed_gives_another_split() -> None:
     spec = SPLITS["development"]
-    other = build_split("development", spec, spec.seed + 1, None)
-    assert {r["f_prompt_sha256"] for r in pair_rows(other.pairs)}.isdisjoint(
+    other = _built_afresh(_first_tier(spec), spec.seed + 1)
+    assert {r["f_prompt_sha256"] for r in pair_rows(other)}.isdisjoint(
         {r["f_prompt_sha256"] for r in pair_rows(generated_split("development").pairs)})
 
 
@@ -343,28 +360,47 @@ def test_bundled_smollm2_reduced_pass_over_the_development_split(pytester: pytes
 # ----------------------------------------------------------------- the split report
 
 
-def test_the_split_report_counts_what_the_split_holds(no_seed_env: None) -> None:
-    from .splits import format_report, split_report
+@functools.lru_cache(maxsize=1)
+def _selfcheck_report() -> dict:
+    """The report of the committed split with the test seed (few pairs), made once for the tests below."""
+    from .splits import split_report
 
-    spec = SPLITS["development"]
-    report = split_report("development", samples=20)
-    built = generated_split("development")
+    return split_report("selfcheck", str(TEST_SEED_FILE), samples=5)
+
+
+def test_the_split_report_counts_what_the_split_holds(no_seed_env: None) -> None:
+    from .splits import format_report
+
+    spec = SPLITS["selfcheck"]
+    report = _selfcheck_report()
+    built = generated_split("selfcheck", str(TEST_SEED_FILE))
     assert [(r["family"], r["tier"], r["bases"]) for r in report["rows"]] == [
         (f, t, n) for f in spec.families for t, n in spec.pairs_per_tier.items()]
     assert report["overall"]["targets"] == 2 * len(built.pairs)
     assert [r["draws"] for r in report["rows"]] == [g["draws"] for g in built.record["generation"]]
     assert [r["rejections"] for r in report["rows"]] == [g["rejections"] for g in built.record["generation"]]
     assert report["overall"]["copy"] == 0  # the copy audit let no copyable demonstration through
+    assert report["seed"] is None and report["seed_sha256"] == spec.seed_sha256
     text = format_report(report)
-    assert "public seed 2026" in text and f"{report['overall']['targets']} targets" in text
+    assert "committed seed sha256 75497ceba7b24531" in text and f"{report['overall']['targets']} targets" in text
+    assert TEST_SEED not in text
+    # a public split's report names its seed
+    public = {**report, "committed": False, "seed": SPLITS["development"].seed, "seed_sha256": None}
+    assert "public seed 2026" in format_report(public)
 
 
-def test_the_split_report_refuses_a_wrong_seed(tmp_path: Path, no_seed_env: None, capsys) -> None:
+def test_the_split_report_refuses_a_wrong_seed(tmp_path: Path, no_seed_env: None, capsys,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from .splits import main
 
     assert main(["selfcheck", "--seed-file", str(write(tmp_path, "ab" * 32))]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "it is not the split's seed" in err
+    # The right seed: main prints the report (the one made above, not generated a second time).
+    asked = []
+    monkeypatch.setattr(splits_module, "split_report",
+                        lambda *args: asked.append(args) or _selfcheck_report())
     assert main(["selfcheck", "--seed-file", str(TEST_SEED_FILE), "--samples", "5"]) == 0
+    assert asked == [("selfcheck", str(TEST_SEED_FILE), 5)]
     out = capsys.readouterr().out
     assert "committed seed sha256 75497ceba7b24531" in out and TEST_SEED not in out

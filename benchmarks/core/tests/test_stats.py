@@ -181,3 +181,22 @@ def test_the_tabled_normal_quantiles_are_scipys_to_the_last_bit() -> None:
         assert stats._z(level) == z
     # a level outside the table still goes to scipy
     assert stats._z(0.8) == float(ndtri(0.9))
+
+
+@settings(max_examples=300)
+@given(f=st.floats(min_value=0.0, max_value=1e6, allow_nan=False) | st.sampled_from([0.0, 5e-324, 1e-300, math.inf]),
+       df1=st.integers(min_value=1, max_value=60), df2=st.integers(min_value=1, max_value=5000))
+def test_the_anova_tail_is_scipy_stats_f_sf_to_the_last_bit(f: float, df1: int, df2: int) -> None:
+    # the support's ends (0 and infinity) included: what a constant or a zero-within-variance design gives
+    assert stats._f_sf(f, df1, df2) == float(sp.f.sf(f, df1, df2)), (f, df1, df2)
+
+
+def test_an_anova_reads_no_scipy_stats() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from benchmarks.core import stats; "
+            "r = stats.one_way_anova({'a': [1.0, 2.0, 4.0], 'b': [3.0, 5.0, 8.0]}); "
+            "print(r.p_exact, 'scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert 0.0 < float(out[0]) < 1.0 and out[1] == "False"
