@@ -20,20 +20,31 @@ One line per check, then the final word:
   one line, exit 4.
 
 The final line names the first offending file and field.  ``--repo`` is the
-git checkout the run was made from (default: the checkout holding RUN_DIR,
-else the suite's own); the prereg, the rescorer and the frozen snapshots are
-read from it at the recorded commit (``git show COMMIT:PATH``), the fixture
-generators from its working tree.
+git checkout the run was made from (default: the checkout holding the current
+directory, else the suite's own); the prereg, the rescorer and the frozen
+snapshots are read from it at the recorded commit (``git show COMMIT:PATH``),
+the fixture generators from its working tree.
+
+A run directory is data, never code.  Verify trusts the repository it was
+given and the protocols of the registry (:mod:`benchmarks.core.registry`),
+nothing a run directory ships or names: the repository is never looked up
+from the run directory and may not lie inside it; the protocol is the one the
+registry knows by the name in ``provenance.json`` (or, for a protocol folder
+of the trusted repository, the folder whose prereg is committed at the
+recorded commit, outside the run directory); a path read from a run's files
+must stay inside the repository.  A symbolic link or special file anywhere in
+the run directory is TAMPERED before any file is read, so no check reads
+through a link.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import importlib
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
@@ -41,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import registry
 from ._canonical import FileReadError, read_json_file, sha256_bytes, sha256_json
 from .manifest import MANIFEST_FILE, ManifestError, file_sha256, run_files
 from .protocol import FIXTURES_FILE
@@ -171,6 +183,31 @@ class _Verifier:
         except OSError as exc:
             self.add(INCONSISTENT, check, f"{name} cannot be read ({exc.strerror or exc})", name)
         return None
+
+    # ----------------------------------------------------------------- what the run directory holds
+
+    def check_entries(self) -> bool:
+        """Whether the run directory holds only real folders and regular files (a link or a special file is
+        TAMPERED, and nothing in the directory is read afterwards)."""
+        for root, dirs, files in os.walk(self.run_dir, followlinks=False):
+            folder = Path(root)
+            for name in sorted(dirs) + sorted(files):
+                path = folder / name
+                relative = path.relative_to(self.run_dir).as_posix()
+                try:
+                    mode = os.lstat(path).st_mode
+                except OSError as exc:
+                    self.add(TAMPERED, "entries", f"cannot be examined ({exc.strerror or exc})", relative)
+                    return False
+                if stat.S_ISLNK(mode):
+                    self.add(TAMPERED, "entries", "is a symbolic link; a run directory holds only real files and "
+                             "folders, and verify reads nothing through a link", relative)
+                    return False
+                if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                    self.add(TAMPERED, "entries", "is not a regular file or folder (a FIFO, socket or device)",
+                             relative)
+                    return False
+        return True
 
     # ----------------------------------------------------------------- manifest
 
@@ -320,15 +357,16 @@ class _Verifier:
             self.add(OK, check, f"commit {commit[:12]} exists and the tree was clean")
 
         check = "prereg"
-        path = Path(prov.prereg_path)
-        if path.is_absolute():
-            try:
-                path = path.resolve().relative_to(self.repo)
-            except ValueError:
-                self.add(INCONSISTENT, check, f"{prov.prereg_path} is outside the repository {self.repo}",
-                         PROVENANCE_FILE, "prereg_path")
-                return
-        self.prereg_path = path.as_posix()
+        relative, problem = self._repository_path(prov.prereg_path)
+        if relative is None:
+            self.add(INCONSISTENT, check, f"{prov.prereg_path!r} {problem}", PROVENANCE_FILE, "prereg_path")
+            return
+        expected = self._registered_prereg()
+        if expected is not None and expected != relative:
+            self.add(INCONSISTENT, check, f"{relative} is not the prereg of protocol {prov.protocol!r}, which is "
+                     f"{expected}", PROVENANCE_FILE, "prereg_path")
+            return
+        self.prereg_path = relative
         data = _git(self.repo, "show", f"{commit}:{self.prereg_path}", binary=True)
         if data is None:
             self.add(EXPLORATORY, check, f"{self.prereg_path} is not in commit {commit[:12]}: it was never committed "
@@ -368,20 +406,65 @@ class _Verifier:
 
     # ----------------------------------------------------------------- fixtures, rebuilt
 
+    def _repository_path(self, recorded: Any) -> tuple[str | None, str]:
+        """``recorded`` (a path read from the run's files) as a clean path relative to the repository, or None and
+        why not: it must name a file inside the repository, outside the run directory, reached through no link."""
+        if not isinstance(recorded, str) or not recorded or "\x00" in recorded:
+            return None, "is not a path"
+        path = Path(recorded)
+        if path.is_absolute():
+            if ".." in path.parts:
+                return None, "is not a normalized path"
+            try:
+                path = path.relative_to(self.repo)
+            except ValueError:
+                return None, f"is outside the repository {self.repo}"
+        if not path.parts or ".." in path.parts or path.parts[0] in (".", "") or path.name != "prereg.toml":
+            return None, f"is not a prereg.toml path inside the repository {self.repo}"
+        target = self.repo / path
+        if _under(target, self.run_dir):
+            return None, "lies inside the run directory; a run directory is never read as part of the repository"
+        walked = self.repo
+        for part in path.parts[:-1]:
+            walked = walked / part
+            if walked.is_symlink():
+                return None, f"is reached through the link {walked.relative_to(self.repo).as_posix()}"
+        return path.as_posix(), ""
+
+    def _registered_prereg(self) -> str | None:
+        """The repository-relative prereg path of the registered protocol of the run's name, when that protocol
+        lives in the repository (None when the registry does not know it or it lives elsewhere)."""
+        found = registry.find(self.provenance.protocol) if self.provenance is not None else None
+        if found is None:
+            return None
+        try:
+            return (found.folder / "prereg.toml").relative_to(self.repo).as_posix()
+        except ValueError:
+            return None
+
     def _load_protocol(self) -> Any:
-        if self.prereg_path is None:
-            raise LookupError("the protocol's folder in the repository is unknown (no usable prereg path or commit)")
+        """The run's protocol: the registered one of the name ``provenance.json`` records, else the protocol
+        folder of the trusted repository whose prereg the run recorded and the recorded commit holds."""
+        name = self.provenance.protocol if self.provenance is not None else None
+        if not registry.valid_name(name):
+            raise LookupError(f"provenance.json names no valid protocol ({name!r})")
+        found = registry.find(name)
+        if found is not None:
+            return found
+        if self.prereg_path is None or self.prereg_bytes is None:
+            raise LookupError(f"the registry knows no protocol {name!r}, and the repository holds no committed "
+                              "prereg of it at the recorded commit")
         folder = (self.repo / self.prereg_path).parent
-        parts = [folder.name]
-        top = folder
-        while (top.parent / "__init__.py").is_file():
-            top = top.parent
-            parts.insert(0, top.name)
-        root = str(top.parent)
-        if root not in sys.path:
-            sys.path.insert(0, root)
-        module = importlib.import_module(".".join(parts) + ".protocol")
-        return module.PROTOCOL
+        if folder.name != name:
+            raise LookupError(f"the registry knows no protocol {name!r}, and {self.prereg_path} is not in a folder "
+                              "of that name")
+        if (folder / "protocol.py").is_symlink() or not _under(folder.resolve(), self.repo) \
+                or _under(folder.resolve(), self.run_dir):
+            raise LookupError(f"{folder} is not a protocol folder of the repository {self.repo}")
+        protocol = registry.load_folder(folder)
+        if protocol.name != name:
+            raise LookupError(f"{folder}/protocol.py defines protocol {protocol.name!r}, not {name!r}")
+        return protocol
 
     def check_fixtures(self) -> None:
         prov = self.provenance
@@ -512,11 +595,8 @@ class _Verifier:
                 protocol = self.protocol = self._load_protocol()
             except Exception:
                 protocol = None
-        if protocol is None and self.provenance is not None:  # before the repository is read: the suite's own
-            try:
-                protocol = importlib.import_module(f"benchmarks.{self.provenance.protocol}.protocol").PROTOCOL
-            except Exception:
-                protocol = None
+        if protocol is None and self.provenance is not None:  # before the repository is read: a registered one
+            protocol = registry.find(self.provenance.protocol)
         return getattr(protocol, "summary_file", None) or "summary.json"
 
     def _primary_classification(self) -> str | None:
@@ -552,6 +632,8 @@ class _Verifier:
             self.add(OK, "deviations", "none recorded")
 
     def run(self) -> Outcome:
+        if not self.check_entries():
+            return Outcome(TAMPERED, tuple(self.findings))
         self.check_manifest()
         self.check_records_of_the_run()
         self.check_repository()
@@ -578,12 +660,22 @@ def verify(run_dir: str | os.PathLike[str], repo: str | os.PathLike[str] | None 
         checkout = repository_of(Path(repo)) if Path(repo).is_dir() else None
         if checkout is None:
             raise VerifyUsageError(f"--repo {repo}: not a git checkout; pass the checkout the run was made from")
-    else:
-        checkout = repository_of(folder) or repository_of(SUITE_ROOT)
+    else:  # never looked up from the run directory: a downloaded run may carry a repository of its own
+        cwd = Path.cwd().resolve()
+        checkout = None if _under(cwd, folder) else repository_of(cwd)
+        checkout = checkout or repository_of(SUITE_ROOT)
         if checkout is None:
-            raise VerifyUsageError(f"{folder}: no git checkout holds it; pass --repo PATH of the checkout the run "
-                                   "was made from")
+            raise VerifyUsageError("no git checkout holds the current directory; pass --repo PATH of the checkout "
+                                   "the run was made from")
+    if _under(checkout, folder):
+        raise VerifyUsageError(f"the repository {checkout} lies inside the run directory {folder}; verify trusts no "
+                               "code shipped with a run: pass --repo PATH of the checkout the run was made from")
     return _Verifier(folder, checkout).run()
+
+
+def _under(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (both resolved)."""
+    return path == folder or folder in path.parents
 
 
 class _Parser(argparse.ArgumentParser):

@@ -74,9 +74,9 @@ def run_toy(pytester: pytest.Pytester, *args: str) -> Path:
     return runs[0].parent
 
 
-def verify(project: Path, *args: str | Path) -> tuple[int, list[str], str]:
-    """``python -m benchmarks.core.verify ARGS`` in the project: exit status, stdout lines, stderr."""
-    done = subprocess.run([sys.executable, "-m", "benchmarks.core.verify", *map(str, args)], cwd=project,
+def verify(cwd: Path, *args: str | Path) -> tuple[int, list[str], str]:
+    """``python -m benchmarks.core.verify ARGS`` in ``cwd`` (the project): exit status, stdout lines, stderr."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks.core.verify", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, check=False)
     assert "Traceback" not in done.stderr, done.stderr
     return done.returncode, done.stdout.splitlines(), done.stderr
@@ -311,14 +311,17 @@ def test_snapshot_sections_are_read_by_name() -> None:
 
 def test_a_run_stored_outside_its_checkout_is_verified_with_repo(pytester: pytest.Pytester, project: Path,
                                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Results kept outside the checkout: verify looks in the suite's checkout, which lacks the commit, until
-    ``--repo`` names the checkout the run was made from."""
+    """Results kept outside the checkout: verify reads the checkout holding the current directory; started
+    outside any checkout it reads the suite's own, which lacks the commit, until ``--repo`` names the checkout
+    the run was made from."""
     results = tmp_path_factory.mktemp("elsewhere") / "results"
     pytester.runpytest_subprocess("protocols/toy", "-m", "cpu", "-p", "no:randomly", f"--results-dir={results}")
     (run_dir,) = [p.parent for p in (results / "toy").glob("*/report.json")]
-    status, lines, _ = verify(project, run_dir)
+    status, lines, _ = verify(results.parent, run_dir)
     assert status == 2 and lines[-1].startswith("INCONSISTENT: provenance.json: field git.commit: commit "), lines
-    status, lines, _ = verify(project, run_dir, "--repo", project)
+    status, lines, _ = verify(results.parent, run_dir, "--repo", project)
+    assert (status, lines[-1]) == (0, "VERIFIED"), lines
+    status, lines, _ = verify(project, run_dir)
     assert (status, lines[-1]) == (0, "VERIFIED"), lines
     status, _, stderr = verify(project, run_dir, "--repo", results)
     assert status == 4 and "not a git checkout" in stderr
