@@ -29,7 +29,9 @@ from .ledger import (
     read_ledger,
 )
 from ._generated import install
-from .protocol import AnswerKey, ModelChoice, Option, Protocol, ProtocolRun, ResumeRefused, UsageProblem, finite
+from .errors import PreregbenchError
+from .protocol import AnswerKey, ModelChoice, Option, Protocol, ResumeRefused, UsageProblem, finite
+from .run import ProtocolRun, RunTuning
 from .prereg import ClassificationSpec, ModelSpec, Prereg, PreregError, ProtocolHeader, RuleSpec, classification, load_prereg
 from .provenance import Provenance, ProvenanceError, check_revision, read_provenance
 from .rules import Classification, Condition, Outcome, Rule, RuleError
@@ -53,6 +55,7 @@ __all__ = [
     "ModelChoice",
     "Option",
     "Outcome",
+    "PreregbenchError",
     "Prereg",
     "PreregError",
     "Protocol",
@@ -67,6 +70,7 @@ __all__ = [
     "RuleSpec",
     "Run",
     "RunDirError",
+    "RunTuning",
     "TornTail",
     "UsageProblem",
     "atomic_write_json",

@@ -33,6 +33,8 @@ from typing import Any
 from canonical_hash import canonical_json, sha256_bytes, sha256_file, sha256_files, sha256_json, sha256_text
 from canonical_hash import plain as _plain
 
+from .errors import PreregbenchError
+
 __all__ = [
     "FileReadError",
     "FileWriteError",
@@ -56,7 +58,7 @@ def errno_name(code: int | None) -> str:
     return _errno.errorcode.get(code, f"errno {code}") if code is not None else "unknown errno"
 
 
-class FileWriteError(OSError):
+class FileWriteError(PreregbenchError, OSError):
     """A file could not be written; ``str()`` is one line naming the file, the errno and what became of the file."""
 
     def __init__(self, path: str | os.PathLike[str], cause: OSError, outcome: str):
@@ -144,7 +146,7 @@ def atomic_write_json(path: str | os.PathLike[str], value: Any, *, indent: int |
     return atomic_write_bytes(path, (text + "\n").encode("utf-8"))
 
 
-class FileReadError(ValueError):
+class FileReadError(PreregbenchError, ValueError):
     """A file core reads is not what it should be (a link, not UTF-8, not JSON); the message is one line."""
 
 

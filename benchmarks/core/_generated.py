@@ -43,9 +43,12 @@ from typing import Any, Callable, MutableMapping
 
 import pytest
 
+from . import tuning
 from ._canonical import sha256_json
 from .ledger import read_ledger
-from .protocol import FIXTURES_FILE, Protocol, ProtocolRun, finite
+from .session import benchmark_run
+from .protocol import Protocol, finite
+from .run import FIXTURES_FILE, ProtocolRun
 
 #: Folder -> protocol, for every protocol whose conftest has been loaded in this process.
 REGISTERED: dict[Path, Protocol] = {}
@@ -60,6 +63,42 @@ def install(protocol: Protocol, namespace: MutableMapping[str, Any]) -> Protocol
     namespace.update(_hooks(protocol))
     namespace.update(_fixtures(protocol))
     return protocol
+
+
+_RUNS = pytest.StashKey[dict]()
+_PINNED = pytest.StashKey[dict[str, str]]()
+
+
+def pinned_revision(config: pytest.Config, protocol: str) -> str | None:
+    """The revision a protocol loads: the sha pinned at collection, else ``--revision``, else None."""
+    return config.stash.get(_PINNED, {}).get(protocol) or config.getoption("benchmark_revision") or None
+
+
+def pin_revision(config: pytest.Config, protocol: str, sha: str) -> None:
+    config.stash.setdefault(_PINNED, {})[protocol] = sha
+
+
+def _getoption(config: Any, dest: str, default: Any) -> Any:
+    value = config.getoption(dest, default=None)
+    return default if value is None else value
+
+
+def run_of(protocol: Protocol, config: pytest.Config) -> ProtocolRun:
+    """The run of ``protocol`` for this pytest session (one per process, cached on the config), with the
+    process tuning of :mod:`benchmarks.core.tuning`."""
+    cache = config.stash.setdefault(_RUNS, {})
+    if protocol.name not in cache:
+        options = {o.name: _getoption(config, o.dest(protocol.name), o.default) for o in protocol.options}
+        run = ProtocolRun(
+            protocol, benchmark_run(config, protocol.folder),
+            model=config.getoption("benchmark_model"), device=config.getoption("benchmark_device"),
+            scale=config.getoption("benchmark_scale"), revision=pinned_revision(config, protocol.name),
+            options=options, api_key_env=_getoption(config, "benchmark_api_key_env", None),
+        )
+        run.config = config
+        run.tuning = tuning.for_run(run)
+        cache[protocol.name] = run
+    return cache[protocol.name]
 
 
 def protocol_of(path: Path) -> Protocol | None:
@@ -119,7 +158,7 @@ def _fixtures(protocol: Protocol) -> dict[str, Any]:
 
     @_run_fixture
     def _run(request: pytest.FixtureRequest) -> ProtocolRun:
-        return ProtocolRun.from_config(protocol, request.config)
+        return run_of(protocol, request.config)
 
     @_run_fixture
     def _units(run: ProtocolRun) -> list[Any]:

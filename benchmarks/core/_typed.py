@@ -19,8 +19,10 @@ import types
 import typing
 from typing import Any, Literal, Union
 
+from .errors import PreregbenchError
 
-class TypedDataError(ValueError):
+
+class TypedDataError(PreregbenchError, ValueError):
     """A value did not match its declared type; ``key`` is the dotted path to it."""
 
     def __init__(self, key: str, problem: str):

@@ -1,41 +1,69 @@
-"""The ``preregbench`` command: a thin layer over the pytest forms, which stay the primary interface.
+"""The ``preregbench`` command: one parser with a subcommand each, a thin layer over the pytest forms.
 
-Each command lives in its own module and is imported only when it is used.
+``preregbench --help`` lists the subcommands; ``preregbench SUBCOMMAND --help``
+describes one.  A usage error of any subcommand (an unknown subcommand, a
+missing or bad argument) is one line on stderr and exit status 4.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
+from typing import Sequence
 
-#: command -> (module, function, one-line description)
+from . import completed, compare, new, runcmd, verify
+from .commandline import CommandParser, UsageExit, usage_line
+from .registry import RegistryError
+from .report import _cli as report_cli
+
+#: name -> (one-line help, description, add_arguments, command)
 COMMANDS = {
-    "run": ("benchmarks.core.runcmd", "main_run", "run a protocol: PROTOCOL [--model NAME] [pytest options]; exit 0 pass, 1 gate failed, 2 broken, 4 usage"),
-    "list": ("benchmarks.core.runcmd", "main_list", "list protocols, models or fixture-sets"),
-    "compare": ("benchmarks.core.compare", "main", "compare two runs of one protocol on the same fixtures, unit by unit: RUN_A RUN_B"),
-    "verify": ("benchmarks.core.verify", "main", "check a finished run: VERIFIED 0, EXPLORATORY 1, TAMPERED/INCONSISTENT 2, usage 4: RUN_DIR"),
-    "report": ("benchmarks.core.report", "main", "re-render a run's report: RUN_DIR [--format html|md|both], a protocol's round report: ROUND_DIR, or --index RESULTS_DIR"),
-    "new": ("benchmarks.core.new", "main", "write a runnable protocol skeleton: NAME"),
+    "run": ("run a protocol: PROTOCOL [--model NAME] [pytest options]; exit 0 pass, 1 gate failed, 2 broken, 4 usage",
+            runcmd.RUN_DESCRIPTION, runcmd.add_run_arguments, runcmd.run_command_args),
+    "list": ("list protocols, models or fixture-sets", "List the registered protocols, the models or the fixture sets.",
+             runcmd.add_list_arguments, runcmd.list_command),
+    "compare": ("compare two runs of one protocol on the same fixtures, unit by unit: RUN_A RUN_B",
+                compare.DESCRIPTION, compare.add_arguments, compare.command),
+    "verify": ("check a finished run: VERIFIED 0, EXPLORATORY 1, TAMPERED/INCONSISTENT 2, usage 4: RUN_DIR",
+               verify.DESCRIPTION, verify.add_arguments, verify.command),
+    "completed": ("exit 0 only for a complete run that verify finds VERIFIED: RESULTS_DIR/PROTOCOL [RUN_ID]",
+                  completed.DESCRIPTION, completed.add_arguments, completed.command),
+    "report": ("re-render a run's report: RUN_DIR [--format html|md|both], a protocol's round report: ROUND_DIR, "
+               "or --index RESULTS_DIR", report_cli.DESCRIPTION, report_cli.add_arguments, report_cli.command),
+    "new": ("write a runnable protocol skeleton: NAME [--into DIR | --package DIR]", new.DESCRIPTION,
+            new.add_arguments, new.command),
 }
 
 
+def build_parser() -> CommandParser:
+    parser = CommandParser(prog="preregbench", description="Run and check preregistered evaluation protocols (a thin "
+                           "layer over the pytest forms, which stay the primary interface).")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
+    for name, (summary, description, add_arguments, command) in COMMANDS.items():
+        sub = commands.add_parser(name, help=summary, description=description)
+        add_arguments(sub)
+        sub.set_defaults(handler=command)
+    return parser
+
+
 def usage() -> str:
-    lines = ["usage: preregbench COMMAND [ARGS ...]", "commands:"]
-    lines += [f"  {name:8s} {description}" for name, (_, _, description) in COMMANDS.items()]
-    return "\n".join(lines)
+    return build_parser().format_help().rstrip()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help"):
-        print(usage())
-        return 0 if args else 4
-    if args[0] not in COMMANDS:
-        print(f"preregbench: unknown command {args[0]!r}; commands: {', '.join(COMMANDS)} (preregbench --help)",
-              file=sys.stderr)
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not args:
+        print(f"preregbench: give a COMMAND: {', '.join(COMMANDS)} (see preregbench --help)", file=sys.stderr)
         return 4
-    module, function, _ = COMMANDS[args[0]]
-    return getattr(importlib.import_module(module), function)(args[1:])
+    try:
+        parsed = parser.parse_args(args)
+        return parsed.handler(parsed)
+    except UsageExit as exc:
+        if exc.line:
+            print(exc.line, file=sys.stderr)
+        return exc.status
+    except RegistryError as exc:  # the installed protocols themselves are in conflict
+        return usage_line("preregbench", str(exc))
 
 
 if __name__ == "__main__":

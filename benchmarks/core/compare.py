@@ -34,14 +34,17 @@ comparison was made, 4 for a usage problem or runs that cannot be compared.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable, Mapping
 
+from .errors import PreregbenchError
+from . import registry
+from .commandline import CommandParser, run_command
 from ._canonical import FileReadError, FileWriteError, atomic_write_json
 from .ledger import LedgerError, read_ledger
+from .registry import RegistryError
 from .provenance import ProvenanceError, read_provenance
 from .paired import design_effect, mcnemar_exact, tango_rao_scott_interval
 from .stats import paired_difference_interval
@@ -49,7 +52,7 @@ from .stats import paired_difference_interval
 EXIT_OK, EXIT_USAGE = 0, 4
 
 
-class CompareRefused(ValueError):
+class CompareRefused(PreregbenchError, ValueError):
     """Two runs that cannot be compared; the message is one line saying why."""
 
 
@@ -106,13 +109,9 @@ def paired_table(name: str, a: Mapping[str, bool], b: Mapping[str, bool],
 
 def _protocol(name: str) -> Any:
     try:
-        module = importlib.import_module(f"benchmarks.{name}.protocol")
-    except ImportError as exc:
-        raise CompareRefused(f"protocol {name!r} recorded in provenance.json cannot be loaded here ({exc})") from None
-    protocol = getattr(module, "PROTOCOL", None)
-    if protocol is None:
-        raise CompareRefused(f"benchmarks.{name}.protocol defines no PROTOCOL")
-    return protocol
+        return registry.get(name)
+    except RegistryError as exc:
+        raise CompareRefused(f"protocol {name!r} recorded in provenance.json cannot be loaded here: {exc}") from None
 
 
 def load_run(run_dir: Path) -> tuple[Any, Any, list[Any]]:
@@ -217,16 +216,20 @@ def _p_text(p: float) -> str:
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="preregbench compare",
-                                     description="Compare two runs of one protocol on the same fixtures, unit by unit.")
-    parser.add_argument("run_a", type=Path)
-    parser.add_argument("run_b", type=Path)
+DESCRIPTION = "Compare two runs of one protocol on the same fixtures, unit by unit."
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.add_argument("run_a", type=Path, help="RESULTS_DIR/PROTOCOL/RUN_ID of the first run")
+    parser.add_argument("run_b", type=Path, help="the second run, of the same protocol on the same fixtures")
     parser.add_argument("--json", type=Path, default=Path("compare.json"), help="where to write compare.json")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return EXIT_USAGE if exc.code else EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command("preregbench compare", DESCRIPTION, add_arguments, command, argv)
+
+
+def command(args: argparse.Namespace) -> int:
     try:
         result = compare_runs(args.run_a, args.run_b)
     except CompareRefused as exc:

@@ -1,6 +1,6 @@
 """Exit 0 only when a run is complete and ``preregbench verify`` says VERIFIED.
 
-Usage: ``python -m benchmarks.core.completed RESULTS_DIR/PROTOCOL [RUN_ID]``.
+Usage: ``preregbench completed RESULTS_DIR/PROTOCOL [RUN_ID]`` (also ``python -m benchmarks.core.completed``).
 Without a run id the newest run directory is read.  The benchmark workflow
 commits result artifacts only when this exits 0: the run finished every
 technical-completeness check (its ``report.json``, :func:`run_status`) and
@@ -9,18 +9,21 @@ repository at the recorded commit, rebuilt fixtures, the rescorer, a clean
 tree, an immutable model revision, no deviation).  An incomplete run is one
 line (a report that is a link, not UTF-8, not JSON or not of the report's
 shape names the file and the byte, line or key); a complete one prints
-verify's lines.  Every other outcome is exit status 1.
+verify's lines.  Every other outcome is exit status 1; a usage error is one line, exit status 4.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from ._canonical import FileReadError, read_json_file
+from .commandline import CommandParser, run_command
 from .rundir import REPORT_FILE
+from .verify import VERIFIED, VerifyUsageError, verify
 
 
 def _verdict(report: Any, protocol: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -61,14 +64,19 @@ def run_status(run_dir: Path) -> tuple[bool, str]:
     return True, f"{run_dir.name}: complete; {labels or 'no classification'}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if not 1 <= len(args) <= 2:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
-        return 2
-    protocol_dir = Path(args[0])
-    if len(args) == 2:
-        run_dir = protocol_dir / args[1]
+DESCRIPTION = ("Exit 0 only when a run is complete and preregbench verify says VERIFIED (the newest run of "
+               "RESULTS_DIR/PROTOCOL, or RUN_ID); 1 otherwise, 4 on a usage error.")
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.add_argument("protocol_dir", type=Path, metavar="RESULTS_DIR/PROTOCOL", help="a protocol's results folder")
+    parser.add_argument("run_id", nargs="?", default=None, help="the run to check (default: the newest)")
+
+
+def command(args: argparse.Namespace) -> int:
+    protocol_dir = args.protocol_dir
+    if args.run_id is not None:
+        run_dir = protocol_dir / args.run_id
     else:
         runs = sorted(p for p in protocol_dir.glob("*") if p.is_dir() and not p.is_symlink())
         if not runs:
@@ -79,8 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     print(message)
     if not ok:
         return 1
-    from .verify import VERIFIED, VerifyUsageError, verify
-
     try:
         outcome = verify(run_dir)
     except VerifyUsageError as exc:
@@ -90,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         print(finding.line())
     print(outcome.final_line())
     return 0 if outcome.word == VERIFIED else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command("preregbench completed", DESCRIPTION, add_arguments, command, argv)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Generic, Iterator, Mapping, TypeVar
 
+from .errors import PreregbenchError
 from ._canonical import FileWriteError, canonical_json
 from ._typed import TypedDataError, from_dict
 
@@ -51,7 +52,7 @@ R = TypeVar("R")
 IDENTITY_KEY = "identity"
 
 
-class LedgerError(Exception):
+class LedgerError(PreregbenchError):
     """Root of ledger errors."""
 
 

@@ -20,13 +20,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
+from .errors import PreregbenchError
 from ._canonical import atomic_write_json
 
 MANIFEST_FILE = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
 
 
-class ManifestError(ValueError):
+class ManifestError(PreregbenchError, ValueError):
     """The run directory holds something a manifest cannot vouch for; the message is one line."""
 
 

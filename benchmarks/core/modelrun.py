@@ -31,10 +31,10 @@ from typing import Any
 
 import pytest
 
-from ._generated import GeneratedModule, is_run_fixture, protocol_of
-from .protocol import Protocol, ProtocolRun, UsageProblem
+from ._generated import GeneratedModule, is_run_fixture, pin_revision, pinned_revision, protocol_of, run_of
+from .protocol import Protocol, UsageProblem
+from .run import ProtocolRun
 
-_PINNED = pytest.StashKey[dict[str, str]]()
 _STATE = pytest.StashKey["_Collected"]()
 
 
@@ -66,11 +66,6 @@ def is_model_run(item: pytest.Item) -> bool:
 
 def device_of(protocol: Protocol, config: pytest.Config) -> str:
     return config.getoption("benchmark_device") or protocol.default_device()
-
-
-def pinned_revision(config: pytest.Config, protocol: str) -> str | None:
-    """The revision a protocol loads: the sha pinned at collection, else ``--revision``, else None."""
-    return config.stash.get(_PINNED, {}).get(protocol) or config.getoption("benchmark_revision") or None
 
 
 def hub_revision(name: str, requested: str | None, preregistered: Any) -> str | None:
@@ -219,7 +214,7 @@ def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session
     import models
 
     try:
-        run = ProtocolRun.from_config(protocol, config)
+        run = run_of(protocol, config)
     except (UsageProblem, pytest.UsageError) as exc:
         _stop(protocol, str(exc), session)
     if run.device.startswith("cuda"):
@@ -240,7 +235,7 @@ def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session
     except models.ModelUnavailableError as exc:
         _stop(protocol, str(exc), session)
     if sha is not None:
-        config.stash.setdefault(_PINNED, {})[protocol.name] = sha
+        pin_revision(config, protocol.name, sha)
         run.revision = sha
     try:
         run.check_resume()

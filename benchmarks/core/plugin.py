@@ -29,25 +29,27 @@ from __future__ import annotations
 
 import errno
 import os
-import re
+import sys
 import signal
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
 import pytest
 
+from . import modelrun, registry, tuning
 from ._canonical import FileReadError, FileWriteError, atomic_write_json, errno_name
 from .ledger import LedgerError
 from .manifest import MANIFEST_FILE, ManifestError, write_manifest
 from .provenance import ProvenanceError, read_provenance, utc_now
+from .report import RunNotFinished, write_index, write_reports
 from .rules import Classification, Outcome, RuleError
-from .rundir import PROVENANCE_FILE, REPORT_FILE, Run, RunDirError, check_run_dir, new_run_id, protocol_dir_of
+from .rundir import PROVENANCE_FILE, REPORT_FILE, RunDirError, check_run_dir, new_run_id, protocol_dir_of
+from ._generated import add_protocol_options
+from .session import RUN_ID_PATTERN, STATE, SessionState, benchmark_run, check_results_dir, check_run_id
 
 DEVICES = ("cpu", "cuda")
-#: A run id: a directory name of at most 64 characters that is safe everywhere (no separators, no leading dot).
-RUN_ID_PATTERN = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 #: Errors of a write that the system refused: they end a run with one line, never a traceback.
 WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO})
 _FAULT = "benchmark.fault"
@@ -111,8 +113,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _help_requested(argv: list[str] | None = None) -> bool:
     """Whether this process was started as ``pytest --help`` (the only case that lists every protocol's options)."""
-    import sys
-
     args = sys.argv[1:] if argv is None else argv
     return any(a in ("-h", "--help") for a in args)
 
@@ -124,17 +124,8 @@ def _add_every_protocol_option(parser: pytest.Parser) -> None:
     import only the protocols they run; a protocol whose options are already in
     ``parser`` is not registered twice.
     """
-    import importlib
-
-    from ._generated import add_protocol_options
-    from .runcmd import protocols
-
-    for name in protocols():
-        try:
-            module = importlib.import_module(f"benchmarks.{name}.protocol")
-        except ImportError:  # a protocol that cannot be imported here is reported when it is run
-            continue
-        protocol = getattr(module, "PROTOCOL", None)
+    for name in registry.names():
+        protocol = registry.find(name)  # one that cannot be loaded here is reported when it is run
         if protocol is not None:
             add_protocol_options(parser, protocol)
 
@@ -152,8 +143,6 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("markers", line)
     _register_hypothesis_profiles()
     if not config.pluginmanager.has_plugin("benchmark-modelrun"):
-        from . import modelrun
-
         config.pluginmanager.register(modelrun, "benchmark-modelrun")
 
     device = config.getoption("benchmark_device")
@@ -183,85 +172,22 @@ def pytest_configure(config: pytest.Config) -> None:
         results = config.rootpath / results
     if workerinput is None:
         check_results_dir(results)
-    config.stash[_STATE] = _State(run_id=run_id, started_at=started, results_dir=results)
+    config.stash[STATE] = SessionState(run_id=run_id, started_at=started, results_dir=results)
     if workerinput is None:
         config.pluginmanager.register(_Reporter(config), "benchmark-reporter")
 
 
-def check_run_id(run_id: str) -> str:
-    """``run_id`` when it matches :data:`RUN_ID_PATTERN`; else a one-line ``pytest.UsageError``."""
-    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
-        shown = repr(run_id) if len(run_id) <= 70 else f"{run_id[:40]!r}... ({len(run_id)} characters)"
-        raise pytest.UsageError(
-            f"--run-id {shown} is not valid; use 1 to 64 letters, digits, '.', '_' and '-', starting with a "
-            "letter or digit (no path separators, spaces or newlines)"
-        )
-    return run_id
-
-
-def check_results_dir(results: Path) -> Path:
-    """``results`` when it is a directory that can be written, or a folder that can be created there.
-
-    Reads only (nothing is created here); otherwise a one-line ``pytest.UsageError``.
-    """
-    problem = None
-    if results.exists() and not results.is_dir():
-        problem = "is not a directory"
-    else:
-        existing = results
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        if not existing.is_dir():
-            problem = f"cannot be created: {existing} is not a directory"
-        elif not os.access(existing, os.W_OK | os.X_OK):
-            problem = ("is not writable" if existing == results
-                       else f"cannot be created: {existing} is not writable")
-    if problem:
-        raise pytest.UsageError(f"--results-dir {results} {problem}; pass --results-dir=PATH naming a writable folder")
-    return results
-
-
 def pytest_report_header(config: pytest.Config) -> str:
-    state = config.stash[_STATE]
+    state = config.stash[STATE]
     return f"preregbench: run {state.run_id}, results under {state.results_dir}/<protocol>/{state.run_id}/"
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist controller: hand the session's run id to every worker."""
-    state = node.config.stash[_STATE]
+    state = node.config.stash[STATE]
     node.workerinput["benchmark_run_id"] = state.run_id
     node.workerinput["benchmark_started_at"] = state.started_at
-
-
-@dataclass
-class _State:
-    run_id: str
-    started_at: str
-    results_dir: Path
-    runs: dict[str, Run] = field(default_factory=dict)
-    tests: dict[str, dict[str, Any]] = field(default_factory=dict)
-    summary: dict[str, Any] | None = None
-    unwritable: set[str] = field(default_factory=set)  # protocols whose run directory cannot be used
-
-
-_STATE = pytest.StashKey[_State]()
-
-
-def benchmark_run(config: pytest.Config, protocol_dir: str | Path) -> Run:
-    """The run of the protocol whose ``prereg.toml`` lies in ``protocol_dir`` (one per session)."""
-    state = config.stash[_STATE]
-    folder = Path(protocol_dir).resolve()
-    if not (folder / "prereg.toml").is_file():
-        raise pytest.UsageError(f"{folder} holds no prereg.toml; a benchmark run belongs to a protocol folder")
-    name = folder.name
-    if name not in state.runs:
-        try:
-            check_run_dir(state.results_dir, name, state.run_id)
-        except RunDirError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        state.runs[name] = Run(name, state.run_id, state.results_dir, state.started_at, folder)
-    return state.runs[name]
 
 
 def write_fault(exc: BaseException) -> str | None:
@@ -275,9 +201,7 @@ def write_fault(exc: BaseException) -> str | None:
 
 
 def _is_protocol_run(item: pytest.Item) -> bool:
-    from .modelrun import is_model_run
-
-    return any(key == _KIND for key, _ in item.user_properties) or is_model_run(item)
+    return any(key == _KIND for key, _ in item.user_properties) or modelrun.is_model_run(item)
 
 
 #: Errors whose message is one complete line about a file of the run: reported without a traceback.
@@ -391,7 +315,7 @@ class _Reporter:
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self.state = config.stash[_STATE]
+        self.state = config.stash[STATE]
         self.readable: list[Path] = []  # run directories whose report.json this session wrote
         self.report_problems: list[str] = []
 
@@ -463,11 +387,9 @@ class _Reporter:
         """``report.html`` and ``report.md`` of each run whose ``report.json`` was just written, then the results
         folder's ``index.html`` (before any file that lists the run's files).  A report that cannot be rendered
         leaves the verdict and the run's JSON files as they are; the terminal summary names the problem."""
-        from .report import RunNotFinished, write_index, write_reports
-
         for run_dir in self.readable:
             try:
-                write_reports(run_dir)
+                write_reports(run_dir, drawn_ahead=tuning.DRAWN_AHEAD)
             except RunNotFinished:  # no results to show: report.json says why
                 continue
             except Exception as exc:  # never a traceback, never a changed verdict
@@ -516,7 +438,7 @@ def _line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
 
 
-def _protocol_summary(state: _State, protocol: str) -> dict[str, Any]:
+def _protocol_summary(state: SessionState, protocol: str) -> dict[str, Any]:
     tests = {nodeid: t for nodeid, t in sorted(state.tests.items()) if t["protocol"] == protocol}
     complete = [t for t in tests.values() if t["kind"] == "completeness"]
     problems = []

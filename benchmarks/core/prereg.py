@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Mapping, TypeVar
 
+from .errors import PreregbenchError
 from ._canonical import sha256_bytes
 from ._typed import TypedDataError, from_dict
 from .rules import Classification, Condition, Rule, RuleError
@@ -40,7 +41,7 @@ T = TypeVar("T")
 READS_ENV = "PREREGBENCH_PREREG_READS"
 
 
-class PreregError(ValueError):
+class PreregError(PreregbenchError, ValueError):
     """A preregistration file is missing, unreadable or does not match its declared form."""
 
 

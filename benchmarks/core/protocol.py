@@ -26,32 +26,24 @@ See ``benchmarks/core/WRITING_A_PROTOCOL.md`` for a walk-through.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import inspect
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Generic, Hashable, Iterable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Hashable, Iterable, Mapping, Sequence, TypeVar
 
-import pytest
+from ._canonical import _plain
+from .errors import PreregbenchError
+from .prereg import ClassificationSpec, Prereg, load_prereg, unrecorded
+from .rules import Classification
 
-from ._canonical import _plain, sha256_json
-from .ledger import IDENTITY_KEY, Ledger, LedgerError, read_identities, read_ledger
-from .prereg import ClassificationSpec, Prereg, header_record, load_prereg, unrecorded
-from .progress import Progress
-from .provenance import Provenance, ProvenanceError, read_provenance
-from .rules import Classification, RuleError
-from .rundir import PROVENANCE_FILE, Run
+if TYPE_CHECKING:  # annotations only: the run module builds on this one
+    from .run import ProtocolRun
 
 U = TypeVar("U")
 R = TypeVar("R")
 
-FIXTURES_FILE = "fixtures.json"
-SUMMARY_SCHEMA_VERSION = 1
-FIXTURES_SCHEMA_VERSION = 1
-
-
-class UsageProblem(ValueError):
+class UsageProblem(PreregbenchError, ValueError):
     """A run was asked for something it cannot do; the message is one line saying what to do instead."""
 
 
@@ -303,7 +295,7 @@ class Protocol(Generic[U, R]):
             for unit in run.units:
                 key.add(model.render_chat(self.chat(run, unit)), self.scripted_answer(run, unit))
             return model
-        return models.load_model(run.model, **self.model_options(run))
+        return models.load_model(run.model, **run.tuning.model_options(run, self.model_options(run)))
 
     def check_model(self, run: "ProtocolRun", model: Any) -> None:
         """Refuse a model the protocol cannot measure (called after loading, before anything is written)."""
@@ -330,29 +322,20 @@ class Protocol(Generic[U, R]):
         """Measure ``todo``: load the model, start the run, measure batch by batch, append every record.
 
         A protocol that drives its model itself (in child processes, say) overrides this, calls
-        ``run.start(description)`` before its first record and ``append`` once per unit.
+        ``run.start(description)`` before its first record and ``append`` once per unit.  The run's
+        tuning (:class:`benchmarks.core.run.RunTuning`) wraps the load and the measurement.
         """
-        if type(self).report_figures is not Protocol.report_figures and _loads_weights(run.model):
-            from .report import draw_figures_ahead
-
-            # Loading torch and the weights keeps one core busy for seconds: a forked copy of this process
-            # readies matplotlib on the other and draws the report's figures when the report is written.
-            draw_figures_ahead(self, run.location)
-        model = self.load_model(run)
-        # What exists now (the model, its libraries' modules) outlives the measurement: frozen out of
-        # the cycle collector's generations, it is not walked again by every full collection the
-        # batches trigger (each one a walk over torch's and transformers' object graphs, about 0.1 s on
-        # a 2-core machine).  Unfrozen when the measurement ends, so a long-lived process (a test
-        # worker running many protocols) collects it as before.
-        gc.freeze()
+        run.tuning.before_model_load(run)
+        with run.tuning.loading_model(run):
+            model = self.load_model(run)
         try:
-            self.check_model(run, model)
-            run.start(model.describe().as_dict())
-            for batch in self.batches(run, todo):
-                for record in self.measure(run, model, batch):
-                    append(record)
+            with run.tuning.measuring(run):
+                self.check_model(run, model)
+                run.start(model.describe().as_dict())
+                for batch in self.batches(run, todo):
+                    for record in self.measure(run, model, batch):
+                        append(record)
         finally:
-            gc.unfreeze()
             model.close()
 
     # ----------------------------------------------------------------- results
@@ -384,6 +367,17 @@ class Protocol(Generic[U, R]):
         round of its runs held in ``folder`` (``formats`` is html, md or both) and return the written paths,
         or None when ``folder`` is not such a round.  Default: None."""
         return None
+
+    # ----------------------------------------------------------------- planned power (``preregbench design``)
+
+    def design_arguments(self, parser: Any) -> None:
+        """Add the protocol's own options of ``python -m benchmarks.core.design PROTOCOL`` to ``parser`` (an
+        ``argparse.ArgumentParser``).  Default: none."""
+
+    def design_tables(self, args: Any) -> tuple[list[Any], list[str]]:
+        """The planned-power tables of this protocol (:class:`benchmarks.core.design.Table`) and notes printed
+        after them, for the parsed design options ``args``.  Default: :class:`UsageProblem` (no design)."""
+        raise UsageProblem(f"{self.label} has no planned-power tables")
 
 
 def _loads_weights(name: str) -> bool:
@@ -429,402 +423,23 @@ class AnswerKey:
         return self.lookup(prompt)
 
 
-# --------------------------------------------------------------------------- one run of a protocol
-
-
-def identity_conflicts(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """``key: recorded -> current`` for every identity entry that differs (a None revision is not compared)."""
-    out = []
-    for key in sorted(set(recorded) | set(current)):
-        old, new = recorded.get(key), current.get(key)
-        if key == "revision" and (old is None or new is None):
-            continue
-        if key == "settings" and isinstance(old, Mapping) and isinstance(new, Mapping):
-            out.extend(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k))
-        elif key == "fixtures" and isinstance(old, Mapping) and isinstance(new, Mapping) and sorted(old) == sorted(new):
-            out.extend(f"fixture set {k}: sha256 {str(old[k])[:12]} -> {str(new[k])[:12]}" for k in sorted(old) if old[k] != new[k])
-        elif old != new:
-            out.append(f"{key}: {old!r} -> {new!r}")
-    return out
-
-
-class ProtocolRun(Generic[U, R]):
-    """One run of one protocol in this process: its settings, identity, run directory and results.
-
-    Built once per pytest session and process (``from_config``), or directly
-    for tools and tests that work on a run directory outside pytest.
-    """
-
-    def __init__(self, protocol: Protocol[U, R], run: Run, *, model: str | None = None, device: str | None = None,
-                 scale: str | None = None, revision: str | None = None, options: Mapping[str, Any] | None = None,
-                 api_key_env: str | None = None):
-        self.protocol = protocol
-        self.run = run
-        self.scale = scale
-        #: Name of the environment variable holding a served model's API key (never its value).
-        self.api_key_env = api_key_env
-        self._options = dict(options or {})
-        for option in protocol.options:
-            self._options[option.name] = option.check(protocol.name, self._options.get(option.name, option.default))
-        preregistered = protocol.preregistered_model(scale)
-        self.preregistered = preregistered
-        self.model = model or preregistered.id
-        self.device = device or protocol.default_device()
-        #: The revision requested (``--revision``) or pinned at collection; the loaded model's is recorded.
-        self.revision = revision
-        self.settings = protocol.configure(self)
-        self.settings_record = protocol.settings_record(self.settings)
-        self._fixture_sets: dict[str, Any] | None = None
-        self._fixture_hashes: dict[str, str] | None = None
-        self._units: list[U] | None = None
-        self._ledger: Ledger | None = None
-        self._started = False
-        #: The pytest config of the session (for the progress line past output capture); None outside pytest.
-        self.config: Any = None
-        #: This session's measurement progress (:mod:`benchmarks.core.progress`); None when nothing is measured.
-        self.progress: Progress | None = None
-
-    # ----------------------------------------------------------------- from pytest
-
-    @classmethod
-    def from_config(cls, protocol: Protocol, config: Any) -> "ProtocolRun":
-        """The run of ``protocol`` for this pytest session (one per process, cached on the config)."""
-        from .plugin import benchmark_run
-
-        cache = config.stash.setdefault(_RUNS, {})
-        if protocol.name not in cache:
-            from .modelrun import pinned_revision
-
-            options = {o.name: _getoption(config, o.dest(protocol.name), o.default) for o in protocol.options}
-            cache[protocol.name] = cls(
-                protocol, benchmark_run(config, protocol.folder),
-                model=config.getoption("benchmark_model"), device=config.getoption("benchmark_device"),
-                scale=config.getoption("benchmark_scale"), revision=pinned_revision(config, protocol.name),
-                options=options, api_key_env=_getoption(config, "benchmark_api_key_env", None),
-            )
-            cache[protocol.name].config = config
-        return cache[protocol.name]
-
-    # ----------------------------------------------------------------- settings
-
-    def option(self, name: str) -> Any:
-        """The value of the protocol option ``name`` (its default when not given)."""
-        if name not in self._options:
-            known = ", ".join(o.name for o in self.protocol.options) or "none"
-            raise KeyError(f"{self.protocol.name} has no option {name!r} (options: {known})")
-        return self._options[name]
-
-    @property
-    def deviations(self) -> list[str]:
-        """Every way this run departs from the preregistration (shared ones first)."""
-        found = []
-        if self.model != self.preregistered.id:
-            found.append(f"model {self.model!r} instead of the preregistered {self.preregistered.id!r}")
-        if self.device != self.protocol.default_device():
-            found.append(f"device {self.device!r} instead of {self.protocol.default_device()!r}")
-        return found + list(self.protocol.deviations(self))
-
-    @property
-    def fixture_sets(self) -> dict[str, Any]:
-        if self._fixture_sets is None:
-            self._fixture_sets = dict(self.protocol.fixture_sets(self))
-        return self._fixture_sets
-
-    @property
-    def fixture_hashes(self) -> dict[str, str]:
-        if self._fixture_hashes is None:
-            self._fixture_hashes = {name: sha256_json(rows) for name, rows in sorted(self.fixture_sets.items())}
-        return dict(self._fixture_hashes)
-
-    def identity(self, revision: str | None = None) -> dict[str, Any]:
-        """What every record of this run carries: model, revision, device, prereg, fixtures and settings."""
-        return {
-            "protocol": self.protocol.name,
-            "model": self.model,
-            "revision": revision if revision is not None else self.revision,
-            "device": self.device,
-            "prereg_sha256": self.protocol.prereg.sha256,
-            "fixtures": self.fixture_hashes,
-            "settings": self.settings_record,
-        }
-
-    # ----------------------------------------------------------------- the run directory
-
-    @property
-    def run_id(self) -> str:
-        return self.run.run_id
-
-    @property
-    def dir(self) -> Path:
-        return self.run.dir
-
-    @property
-    def location(self) -> Path:
-        """The run directory's path, without creating it."""
-        return self.run.results_dir / self.run.protocol / self.run.run_id
-
-    def path(self, name: str) -> Path:
-        return self.run.path(name)
-
-    def once(self, name: str, compute: Callable[[], Any]) -> Any:
-        return self.run.once(name, compute)
-
-    def read_json(self, name: str) -> Any:
-        return self.run.read_json(name)
-
-    def write_json(self, name: str, value: Any) -> Path:
-        return self.run.write_json(name, value)
-
-    def lock(self, name: str):
-        return self.run.lock(name)
-
-    def load_provenance(self) -> Provenance | None:
-        return self.run.load_provenance()
-
-    @property
-    def ledger_path(self) -> Path:
-        return self.location / self.protocol.ledger_name(self)
-
-    # ----------------------------------------------------------------- resume checks
-
-    def check_resume(self, revision: str | None = None) -> None:
-        """Refuse (:class:`ResumeRefused`) when the run directory holds records or provenance of another run.
-
-        Reads only; nothing is written.  Every ledger line carries its
-        identity, so the check holds whether or not sidecar files exist.
-        """
-        if not self.location.is_dir():
-            return
-        current = self.identity(revision)
-        where = f"run {self.run_id}"
-        try:
-            identities = read_identities(self.ledger_path)
-        except (LedgerError, OSError) as exc:
-            raise ResumeRefused(f"{where} cannot be resumed: {exc}") from None
-        for number, recorded in enumerate(identities, start=1):
-            if recorded is None:
-                raise ResumeRefused(f"{where}: line {number} of {self.ledger_path.name} carries no run identity, so its "
-                                    "origin cannot be checked; start a new run (leave out --run-id)")
-            conflicts = identity_conflicts(recorded, current)
-            if conflicts:
-                raise ResumeRefused(f"{where} was started with other settings ({'; '.join(conflicts)}); resume it with the "
-                                    "same options, or leave out --run-id to start a new run")
-        try:
-            stored = read_provenance(self.location / PROVENANCE_FILE)
-        except (ProvenanceError, OSError) as exc:
-            raise ResumeRefused(f"{where} cannot be resumed: {exc}") from None
-        if stored is not None:
-            recorded = stored.identity or {}
-            conflicts = identity_conflicts(recorded, current) if recorded else []
-            if conflicts:
-                raise ResumeRefused(f"{where} was started with other settings ({'; '.join(conflicts)}, per "
-                                    f"{PROVENANCE_FILE}); resume it with the same options, or leave out --run-id")
-        problems = self.protocol.resume_problems(self)
-        if problems:
-            raise ResumeRefused(f"{where} cannot be resumed: {'; '.join(problems)}; leave out --run-id to start a new run")
-
-    # ----------------------------------------------------------------- units and measurement
-
-    @property
-    def units(self) -> list[U]:
-        if self._units is None:
-            units = list(self.protocol.units(self))
-            keys = [self.protocol.unit_key(u) for u in units]
-            if len(set(keys)) != len(keys):
-                dupes = sorted({k for k in keys if keys.count(k) > 1})
-                raise ValueError(f"{self.protocol.name}: unit keys must be unique; repeated: {dupes[:5]}")
-            self._units = units
-        return self._units
-
-    def write_fixtures(self) -> dict[str, Any]:
-        """``fixtures.json``: every fixture set's records and sha256, plus the protocol's extras (once per run)."""
-        return self.once(FIXTURES_FILE, lambda: {
-            "schema_version": FIXTURES_SCHEMA_VERSION,
-            "protocol": self.protocol.name,
-            "sets": {name: {"sha256": sha256_json(rows), "records": rows} for name, rows in sorted(self.fixture_sets.items())},
-            **self.protocol.fixture_extras(self),
-        })
-
-    def start(self, description: Mapping[str, Any]) -> None:
-        """Before the first unit of this session: refuse a foreign revision, write provenance, stamp the ledger."""
-        if self._ledger is None:
-            raise RuntimeError("ProtocolRun.start() is called by a measurement in progress (inside measure_all)")
-        revision = str(description.get("revision") or "")
-        self.check_resume(revision)
-        identity = self.identity(revision)
-        self.write_fixtures()
-        self.run.record_provenance(
-            model=description,
-            seeds=self.protocol.seeds(self),
-            prereg=self.protocol.prereg,
-            fixtures=self.fixture_hashes,
-            identity=identity,
-            deviations=self.deviations,
-            extra={"settings": self.settings_record, **self.protocol.provenance_extra(self)},
-        )
-        self._ledger.identity = identity
-        self._started = True
-        self.protocol.started(self, description)
-        self.phase("measuring")
-
-    def phase(self, name: str) -> None:
-        """Name the phase this session's measurement is in (``progress.json`` and the terminal line);
-        a protocol may call it for its own phases (``calibrating``)."""
-        if self.progress is not None:
-            self.progress.phase(name)
-
-    def _start_progress(self, total: int, done: int) -> None:
-        from .progress import Progress, terminal_emitter
-
-        emit, tty = terminal_emitter(self.config) if self.config is not None else (None, False)
-        self.progress = Progress(self.run.dir, self.protocol.name, self.run.run_id, total, done, emit=emit, tty=tty)
-
-    def measure_all(self) -> list[R]:
-        """Every unit's record: measured now for the units not yet in the ledger, under the run's lock."""
-        protocol = self.protocol
-        units = self.units
-        with self.lock("measure"):
-            self.check_resume()
-            self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
-            with Ledger(self.ledger_path, protocol.record_type, protocol.record_key) as ledger:
-                todo = [u for u in units if protocol.unit_key(u) not in ledger]
-                wanted = {protocol.unit_key(u) for u in todo}
-                if not todo:
-                    self.write_fixtures()
-                else:
-                    self._ledger = ledger
-                    self._start_progress(len(units), len(units) - len(todo))
-                    self.phase("loading model")
-                    try:
-                        protocol.run_units(self, todo, lambda record: self._append(ledger, record, wanted))
-                    finally:
-                        self._ledger = None
-                        self._started = False
-        return read_ledger(self.ledger_path, protocol.record_type)
-
-    def record(self, description: Mapping[str, Any], records: Iterable[R]) -> list[R]:
-        """Record ``records`` as measured by the model ``description`` (for tools and self-checks that
-        build records without a model): the same checks, provenance, identity and ledger as a measurement."""
-        protocol = self.protocol
-        with self.lock("measure"):
-            self.check_resume()
-            self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
-            with Ledger(self.ledger_path, protocol.record_type, protocol.record_key) as ledger:
-                wanted = {protocol.unit_key(u) for u in self.units} - set(ledger.done)
-                self._ledger = ledger
-                try:
-                    self.start(description)
-                    for item in records:
-                        self._append(ledger, item, wanted)
-                finally:
-                    self._ledger = None
-                    self._started = False
-        return self.records()
-
-    def _append(self, ledger: Ledger, record: R, wanted: set[str]) -> None:
-        if not self._started:
-            raise RuntimeError(f"{self.protocol.name}: a record was appended before run.start(description)")
-        key = getattr(record, self.protocol.record_key)
-        if key not in wanted:
-            raise ValueError(f"{self.protocol.name}: record {key!r} is not a unit this session measures")
-        ledger.append(record)
-        if self.progress is not None:
-            self.progress.advance()
-
-    def records(self) -> list[R]:
-        """The records of a finished run (no measurement)."""
-        return read_ledger(self.ledger_path, self.protocol.record_type)
-
-    def recorded_identities(self) -> list[dict[str, Any] | None]:
-        return read_identities(self.ledger_path)
-
-    # ----------------------------------------------------------------- results
-
-    def outcomes(self, measured: Mapping[str, Any]) -> dict[str, tuple[Any, str | None]]:
-        """Each decided classification's outcome (or None) and the problem when it cannot be decided."""
-        values = finite(measured)
-        out = {}
-        for key, block in {**self.protocol.classifications, **self.protocol.breakdowns}.items():
-            try:
-                out[block.name] = (block.evaluate(values), None)
-            except RuleError as exc:
-                out[block.name] = (None, str(exc))
-        return out
-
-    def build_summary(self, records: Sequence[R], measured: Mapping[str, Any]) -> dict[str, Any]:
-        """The summary: what was decided and from what, then the protocol's own keys."""
-        protocol = self.protocol
-        provenance = self.load_provenance()
-        outcomes = self.outcomes(measured)
-        decided = {protocol.classifications[k].name for k in protocol.classifications}
-        summary = {
-            "schema_version": SUMMARY_SCHEMA_VERSION,
-            "protocol": protocol.name,
-            "run_id": self.run_id,
-            "status": "complete" if all(outcomes[n][0] is not None for n in decided) else "not_classifiable",
-            "classifications": {name: (o.label if o else None) for name, (o, _) in outcomes.items()},
-            "outcomes": {name: (o.as_dict() if o else None) for name, (o, _) in outcomes.items()},
-            "classification_problems": {name: p for name, (_, p) in outcomes.items() if p},
-            "rule_order": {b.name: b.labels for b in {**protocol.classifications, **protocol.breakdowns}.values()},
-            "thresholds": unrecorded(getattr(protocol.spec, "thresholds", None) or {}),
-            "metrics": json_metrics(measured),
-            "settings": self.settings_record,
-            "deviations": self.deviations,
-            "fixtures_sha256": self.fixture_hashes,
-            "prereg_sha256": protocol.prereg.sha256,
-            "preregistration": header_record(protocol.prereg),  # the [protocol] header: title, date, seed document
-            "model": dict(provenance.model) if provenance else None,
-            "runner_sha256": provenance.runner_sha256 if provenance else None,
-            "packages": dict(provenance.packages) if provenance else None,
-            "hardware": dict(provenance.hardware) if provenance else None,
-            "git": dict(provenance.git) if provenance else None,
-            "started_at": provenance.started_at if provenance else None,
-            "records": {"file": protocol.ledger_name(self), "count": len(records)},
-        }
-        extras = protocol.summary(self, records, measured)
-        clash = sorted(set(extras) & set(summary))
-        if clash:
-            raise ValueError(f"{protocol.name}: summary keys {clash} are written by core; name the protocol's otherwise")
-        summary.update(extras)
-        return summary
-
-    def write_results(self, records: Sequence[R], measured: Mapping[str, Any]) -> dict[str, Path]:
-        """The summary, the protocol's result files and figures, each written once per run; name -> path."""
-        protocol = self.protocol
-        self.phase("writing results")
-        self.once(protocol.summary_file, lambda: self.build_summary(records, measured))
-        written = {protocol.summary_file: self.path(protocol.summary_file)}
-        for name, build in protocol.result_files(self, records, measured).items():
-            self.once(name, build)
-            written[name] = self.path(name)
-        if protocol.figures:
-            with self.lock("figures"):
-                if not all(self.path(name).exists() for name in protocol.figures):
-                    protocol.write_figures(self, records, measured)
-            written.update({name: self.path(name) for name in protocol.figures})
-        self.phase("finished")
-        return written
-
-
-_RUNS = pytest.StashKey[dict]()
-
-
-def _getoption(config: Any, dest: str, default: Any) -> Any:
-    value = config.getoption(dest, default=None)
-    return default if value is None else value
-
-
 __all__ = [
     "AnswerKey",
-    "FIXTURES_FILE",
-    "IDENTITY_KEY",
     "ModelChoice",
     "Option",
     "Protocol",
-    "ProtocolRun",
     "ResumeRefused",
     "UsageProblem",
     "finite",
-    "identity_conflicts",
     "json_metrics",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Names of :mod:`benchmarks.core.run` that protocol packages import from here (``ProtocolRun`` and its
+    helpers), resolved on first use."""
+    if name in ("ProtocolRun", "identity_conflicts", "FIXTURES_FILE"):
+        from . import run  # the run module builds on this one: resolved when first asked for
+
+        return getattr(run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .errors import PreregbenchError
 from ._canonical import FileReadError, read_json_file, sha256_files
 
 SCHEMA_VERSION = 3  # 2: the run identity; 3: deviations at the top level
@@ -43,7 +44,7 @@ _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 _SHA256 = re.compile(r"^(sha256:)?[0-9a-f]{64}$")
 
 
-class ProvenanceError(ValueError):
+class ProvenanceError(PreregbenchError, ValueError):
     """Provenance would be incomplete or would name a mutable reference."""
 
 
@@ -118,11 +119,6 @@ def _torch_threads() -> int | None:
         return None
 
 
-def _c_heap() -> str | None:
-    """How the process's C heap was set up for the model phase (``models.keep_freed_heap``; ``preregbench run``
-    calls it), None when nothing changed it; never imported just to ask."""
-    heap = sys.modules.get("models._heap")
-    return heap.heap_setting() if heap is not None else None
 
 
 def _ram_bytes() -> int | None:
@@ -150,12 +146,14 @@ def _gpu_names() -> list[str]:
     return []
 
 
-def hardware_summary() -> dict[str, Any]:
+def hardware_summary(tuning: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The machine, and ``tuning``: what the runner did to the process (``benchmarks.core.tuning``), as data."""
     return {
         "cpu_model": _cpu_model(),
         "cpu_cores": os.cpu_count(),
         "torch_threads": _torch_threads(),  # None when the run did not load torch
-        "c_heap": _c_heap(),  # None unless the process kept its freed heap (preregbench run does)
+        "c_heap": (tuning or {}).get("c_heap"),  # None unless the process kept its freed heap (preregbench run does)
+        "tuning": dict(tuning) if tuning is not None else None,  # None when no runner tuned the process
         "ram_bytes": _ram_bytes(),
         "gpus": _gpu_names(),
         "machine": platform.machine(),

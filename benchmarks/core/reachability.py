@@ -23,6 +23,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
+from .errors import PreregbenchError
 from .protocol import finite
 from .rules import Classification, RuleError
 
@@ -31,7 +32,7 @@ T = TypeVar("T")
 __all__ = ["Reachability", "UnreachableOutcome", "outcome_labels", "reachability", "seeded"]
 
 
-class UnreachableOutcome(AssertionError):
+class UnreachableOutcome(PreregbenchError, AssertionError):
     """A preregistered label was decided by no candidate data set of the planned size."""
 
 

@@ -32,6 +32,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .errors import PreregbenchError
+
 ENTRY_POINT_GROUP = "preregbench.protocols"
 
 #: The suite's own protocols: name -> ``module:attribute``.
@@ -46,7 +48,7 @@ BUILTIN: dict[str, str] = {
 NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
 
 
-class RegistryError(LookupError):
+class RegistryError(PreregbenchError, LookupError):
     """A protocol cannot be found or loaded; the message is one line saying what to do."""
 
 

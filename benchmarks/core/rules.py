@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .errors import PreregbenchError
+
 _OPS = {
     "<": operator.lt,
     "<=": operator.le,
@@ -31,7 +33,7 @@ _CONDITION = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*
 _NAME = re.compile(r"^[A-Za-z_][\w.\-]*$")
 
 
-class RuleError(ValueError):
+class RuleError(PreregbenchError, ValueError):
     """A rule or classification is malformed, or cannot be evaluated on the given metrics."""
 
 

@@ -21,32 +21,38 @@ report's path.
 
 from __future__ import annotations
 
-import gc
+import argparse
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from . import registry, tuning
+from ._canonical import sha256_json
+from .commandline import CommandParser, run_command, usage_line
 from .rundir import SUITE_ROOT
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_BROKEN, EXIT_USAGE = 0, 1, 2, 4
 
-RUN_USAGE = "usage: preregbench run PROTOCOL [--model NAME] [pytest and protocol options ...]"
-LIST_USAGE = "usage: preregbench list [protocols|models|fixture-sets]"
 
 
-def protocols(root: Path = SUITE_ROOT) -> dict[str, Path]:
-    """Name -> folder of every protocol of the suite (a folder under ``benchmarks/`` with a prereg and a conftest)."""
+def protocols() -> dict[str, Path]:
+    """Name -> folder of every registered protocol that can be loaded here (:mod:`benchmarks.core.registry`)."""
     found = {}
-    for prereg in sorted((root / "benchmarks").glob("*/prereg.toml")):
-        if (prereg.parent / "conftest.py").is_file():
-            found[prereg.parent.name] = prereg.parent
+    for name in registry.names():
+        protocol = registry.find(name)
+        if protocol is not None:
+            found[name] = protocol.folder
     return found
 
 
 def _protocol_folder(name: str) -> Path | None:
-    known = protocols()
-    if name in known:
-        return known[name]
+    if registry.valid_name(name):
+        protocol = registry.find(name)
+        if protocol is not None:
+            return protocol.folder
     path = Path(name)
     if (path / "prereg.toml").is_file() and (path / "conftest.py").is_file():
         return path.resolve()
@@ -72,12 +78,7 @@ class _Verdict:
         reporter = session.config.pluginmanager.get_plugin("benchmark-reporter")
         if reporter is not None:
             self.summary = reporter.summary()
-        # The process ends with this session.  Moving every live object (torch's and transformers'
-        # modules, the model) into the collector's permanent generation spares the full collections
-        # still to come (pytest's unraisable-exception plugin runs two at unconfigure, the
-        # interpreter one at exit) a walk over object graphs that live to the end anyway: about
-        # 1 s of a RES run on SmolLM2.  Objects still die by reference count.
-        gc.freeze()
+        tuning.at_session_end()  # the process ends with this session
 
 
 def exit_code(pytest_status: int, entry: dict[str, Any] | None) -> int:
@@ -90,31 +91,36 @@ def exit_code(pytest_status: int, entry: dict[str, Any] | None) -> int:
     return EXIT_PASSED if all(o["passed"] for o in outcomes) else EXIT_GATE_FAILED
 
 
+RUN_DESCRIPTION = __doc__.split("\n\n", 1)[1].rstrip()
+
+
+def add_run_arguments(parser: CommandParser) -> None:
+    parser.add_argument("protocol", help="a registered protocol (preregbench list), or a folder holding prereg.toml "
+                        "and conftest.py")
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="...",
+                        help="pytest and protocol options (--model NAME, --run-id ID, --results-dir PATH, ...)")
+
+
+def run_command_args(args: argparse.Namespace) -> int:
+    return run([args.protocol, *args.pytest_args])
+
+
 def run(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
-        print(RUN_USAGE)
-        print(__doc__.split("\n\n", 1)[1].rstrip())
-        return 0 if argv else EXIT_USAGE
+    """``preregbench run PROTOCOL ARGS...`` (``argv`` = the protocol and the pytest arguments)."""
     name, rest = argv[0], list(argv[1:])
     folder = _protocol_folder(name)
     if folder is None:
-        known = ", ".join(protocols())
-        print(f"preregbench run: no protocol {name!r}; protocols: {known} (or a folder holding prereg.toml and conftest.py)",
-              file=sys.stderr)
-        return EXIT_USAGE
+        return usage_line("preregbench run", f"{registry.unknown_message(name, registry.names())} (or give a folder "
+                          "holding prereg.toml and conftest.py)")
     if "-m" not in rest and not any(a.startswith("-m") and len(a) > 2 for a in rest):
         device = _value(rest, "--device") or ""
         rest = ["-m", "gpu" if device.startswith("cuda") else "cpu", *rest]
 
-    import pytest
-
-    from models._heap import keep_freed_heap
-
     # This process runs the protocol and ends with it: its C heap keeps freed memory for reuse instead of
-    # returning it to the kernel after every large temporary of a forward pass (see models/_heap.py).
-    keep_freed_heap()
+    # returning it to the kernel after every large temporary of a forward pass (benchmarks/core/tuning.py).
+    tuning.keep_freed_heap()
     verdict = _Verdict()
-    status = int(pytest.main([str(folder), *rest], plugins=[verdict]))
+    status = int(pytest.main([str(folder), "-p", "benchmarks.core.plugin", *rest], plugins=[verdict]))
     entry = None
     if verdict.summary is not None:
         entry = verdict.summary["protocols"].get(folder.name)
@@ -134,17 +140,20 @@ def run(argv: list[str]) -> int:
     return code
 
 
-def list_things(argv: list[str]) -> int:
-    what = argv[0] if argv else "protocols"
-    if what in ("-h", "--help"):
-        print(LIST_USAGE)
-        return 0
-    if len(argv) > 1 or what not in ("protocols", "models", "fixture-sets"):
-        print(f"preregbench list: cannot list {' '.join(argv)!r}; {LIST_USAGE.removeprefix('usage: ')}", file=sys.stderr)
-        return EXIT_USAGE
-    if what == "protocols":
-        import tomllib
+LIST_CHOICES = ("protocols", "models", "fixture-sets")
 
+
+def add_list_arguments(parser: CommandParser) -> None:
+    parser.add_argument("what", nargs="?", choices=LIST_CHOICES, default="protocols", help="what to list "
+                        "(default: protocols)")
+
+
+def list_command(args: argparse.Namespace) -> int:
+    return list_things(args.what)
+
+
+def list_things(what: str = "protocols") -> int:
+    if what == "protocols":
         for name, folder in protocols().items():
             header = tomllib.loads((folder / "prereg.toml").read_text(encoding="utf-8")).get("protocol", {})
             title = header.get("title") or ""
@@ -158,8 +167,6 @@ def list_things(argv: list[str]) -> int:
     else:
         from fixtures import FIXTURE_SETS
 
-        from ._canonical import sha256_json
-
         for name, build in sorted(FIXTURE_SETS.items()):
             rows = build()
             size = f"{len(rows)} rows" if hasattr(rows, "__len__") else ""
@@ -167,9 +174,10 @@ def list_things(argv: list[str]) -> int:
     return 0
 
 
-def main_run(argv: list[str]) -> int:
-    return run(argv)
+def main_run(argv: list[str] | None = None) -> int:
+    return run_command("preregbench run", RUN_DESCRIPTION, add_run_arguments, run_command_args, argv)
 
 
-def main_list(argv: list[str]) -> int:
-    return list_things(argv)
+def main_list(argv: list[str] | None = None) -> int:
+    return run_command("preregbench list", "List the registered protocols, the models or the fixture sets.",
+                       add_list_arguments, list_command, argv)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from filelock import FileLock
 
+from .errors import PreregbenchError
 from ._canonical import FileWriteError, atomic_write_json, read_json_file
 from .ledger import Ledger
 from .prereg import Prereg
@@ -47,7 +48,7 @@ PROVENANCE_FILE = "provenance.json"
 REPORT_FILE = "report.json"
 
 
-class RunDirError(ValueError):
+class RunDirError(PreregbenchError, ValueError):
     """The run directory is not a real directory inside the results folder; the message is one line."""
 
 
@@ -169,6 +170,7 @@ class Run:
         extra: Mapping[str, Any] | None = None,
         identity: Mapping[str, Any] | None = None,
         deviations: Sequence[str] = (),
+        tuning: Mapping[str, Any] | None = None,
     ) -> Provenance:
         """Write ``provenance.json`` for this run (the session end adds ``finished_at``)."""
         check_revision(str(model.get("revision", "")))
@@ -198,7 +200,7 @@ class Run:
             runner_files=count,
             fixtures_sha256=dict(sorted(fixtures.items())),
             packages=package_versions(),
-            hardware=hardware_summary(),
+            hardware=hardware_summary(tuning),
             git=git_state(checkout),
             deviations=tuple(deviations),
             extra=dict(extra or {}),

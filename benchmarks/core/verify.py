@@ -52,12 +52,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from .errors import PreregbenchError
 from . import registry
+from .commandline import CommandParser, run_command, usage_line
 from ._canonical import FileReadError, read_json_file, sha256_bytes, sha256_json
 from .manifest import MANIFEST_FILE, ManifestError, file_sha256, run_files
-from .protocol import FIXTURES_FILE
+from .run import FIXTURES_FILE
 from .provenance import ProvenanceError, check_revision, read_provenance
-from .rundir import PROVENANCE_FILE, REPORT_FILE, SUITE_ROOT
+from .run import ProtocolRun
+from .rundir import PROVENANCE_FILE, REPORT_FILE, SUITE_ROOT, Run
 
 #: The frozen-material snapshot (prereg and fixture-set hashes), relative to the repository root.
 SNAPSHOT_FILE = "snapshots/benchmarks/test_frozen_material.ambr"
@@ -68,10 +71,9 @@ OK, EXPLORATORY, INCONSISTENT, TAMPERED = "ok", "EXPLORATORY", "INCONSISTENT", "
 VERIFIED = "VERIFIED"
 _RANK = {OK: 0, EXPLORATORY: 1, INCONSISTENT: 2, TAMPERED: 3}
 EXIT = {VERIFIED: 0, EXPLORATORY: 1, INCONSISTENT: 2, TAMPERED: 2}
-USAGE_EXIT = 4
 
 
-class VerifyUsageError(ValueError):
+class VerifyUsageError(PreregbenchError, ValueError):
     """verify was called on something that is not a run directory; the message is one line."""
 
 
@@ -505,8 +507,6 @@ class _Verifier:
     def _rebuild_through_protocol(self, names: Iterable[str]) -> dict[str, str]:
         """The hashes of the protocol's own fixture sets, built afresh with the run's model, device and settings
         (only when the options ``options_from_settings`` gives reproduce the recorded settings)."""
-        from .protocol import ProtocolRun
-        from .rundir import Run
 
         protocol, prov = self.protocol, self.provenance
         identity = dict(prov.identity)
@@ -678,27 +678,29 @@ def _under(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # one line, exit status 4
-        raise VerifyUsageError(message)
+DESCRIPTION = ("Check a finished run: manifest, hashes, repository, fixtures, rescorer. VERIFIED exit 0, "
+               "EXPLORATORY 1, TAMPERED or INCONSISTENT 2, usage 4.")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="preregbench verify", add_help=True,
-                     description="Check a finished run: manifest, hashes, repository, fixtures, rescorer.")
+def add_arguments(parser: CommandParser) -> None:
     parser.add_argument("run_dir", help="RESULTS_DIR/PROTOCOL/RUN_ID")
     parser.add_argument("--repo", default=None, help="the git checkout the run was made from "
-                        "(default: the one holding RUN_DIR)")
+                        "(default: the one holding the current directory, else the suite's own)")
+
+
+def command(args: argparse.Namespace) -> int:
     try:
-        args = parser.parse_args(argv)
         outcome = verify(args.run_dir, args.repo)
     except VerifyUsageError as exc:
-        print(f"preregbench verify: {exc}", file=sys.stderr)
-        return USAGE_EXIT
+        return usage_line("preregbench verify", str(exc))
     for finding in outcome.findings:
         print(finding.line())
     print(outcome.final_line())
     return outcome.exit_status
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command("preregbench verify", DESCRIPTION, add_arguments, command, argv)
 
 
 if __name__ == "__main__":

@@ -35,11 +35,11 @@ def test_the_copy_draws_the_same_svg_bytes_as_the_process_itself(tmp_path: Path,
     result = fresh("""
         import hashlib, json, os, sys
         from pathlib import Path
-        from benchmarks.core import _figures_ahead, report
+        from benchmarks.core import _figures_ahead, report, tuning
         run_dir = Path(sys.argv[1])
         protocol = report.find_protocol(sys.argv[2])
-        summary = json.loads(report._summary_file(run_dir, protocol).read_text())
-        started = report.draw_figures_ahead(protocol, run_dir)
+        summary = json.loads(report.summary_file(run_dir, protocol).read_text())
+        started = tuning.draw_figures_ahead(protocol, run_dir)
         ahead = _figures_ahead.draw(protocol.name, run_dir, summary)
         notes = []
         here = report.render_figures(protocol, run_dir, summary, notes)
@@ -59,13 +59,13 @@ def test_the_report_takes_the_copys_figures_and_falls_back_when_it_fails(tmp_pat
     result = fresh("""
         import json, os, signal, sys
         from pathlib import Path
-        from benchmarks.core import _figures_ahead, report
+        from benchmarks.core import _figures_ahead, report, tuning
         run_dir = Path(sys.argv[1])
         protocol = report.find_protocol("res")
         out = {}
         # a copy that answers: its pid is in what it drew, so the drawing happened there
         _figures_ahead.start(run_dir, lambda: None, lambda name, folder, summary: ([("s", name, str(os.getpid()), b"<svg/>")], ["n"]))
-        view = report.load_run(run_dir)
+        view = report.load_run(run_dir, drawn_ahead=tuning.DRAWN_AHEAD)
         out["taken"] = [[s, t, c] for s, t, c, _ in view.figures]
         out["parent"] = os.getpid()
         out["notes"] = view.notes
@@ -73,10 +73,10 @@ def test_the_report_takes_the_copys_figures_and_falls_back_when_it_fails(tmp_pat
         def boom(name, folder, summary):
             raise RuntimeError("no figures here")
         _figures_ahead.start(run_dir, lambda: None, boom)
-        out["after_failure"] = [s for s, *_ in report.load_run(run_dir).figures]
+        out["after_failure"] = [s for s, *_ in report.load_run(run_dir, drawn_ahead=tuning.DRAWN_AHEAD).figures]
         _figures_ahead.start(run_dir, lambda: None, boom)
         os.kill(_figures_ahead._WAITING[run_dir.resolve()][0], signal.SIGKILL)
-        out["after_kill"] = [s for s, *_ in report.load_run(run_dir).figures]
+        out["after_kill"] = [s for s, *_ in report.load_run(run_dir, drawn_ahead=tuning.DRAWN_AHEAD).figures]
         out["left"] = len(_figures_ahead._WAITING)
         print(json.dumps(out))
     """, str(run_dir))

@@ -1,5 +1,6 @@
-"""``Protocol.run_units`` keeps the cycle collector off the loaded model's objects while it measures, and hands
-them back when the measurement ends, however it ends."""
+"""The runner's tuning (``benchmarks.core.tuning``) keeps the cycle collector off the loaded model's objects while
+``Protocol.run_units`` measures, and hands them back when the measurement ends, however it ends; with the switch
+off (``PREREGBENCH_TUNING=off``) nothing is frozen."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, Sequence
 
 import pytest
 
+from benchmarks.core import tuning
 from benchmarks.core.protocol import Protocol
 
 
@@ -27,8 +29,10 @@ class _Model:
 
 
 class _Run:
-    def __init__(self) -> None:
+    def __init__(self, tuned: bool = True) -> None:
         self.started: dict[str, Any] | None = None
+        self.tuning = tuning.ProcessTuning() if tuned else tuning.Untuned()
+        self.protocol: Any = None
 
     def start(self, description: dict[str, Any]) -> None:
         self.started = description
@@ -82,6 +86,17 @@ def test_the_model_s_objects_are_frozen_while_measuring_and_unfrozen_after() -> 
     assert _walked(made.model, made.model.weights) == [True, True]  # handed back to the collector
 
 
+def test_with_tuning_off_nothing_is_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(tuning.SWITCH, "off")
+    made, records = protocol(), []
+    run = _Run(tuned=True)
+    run.tuning = tuning.for_run(run)  # what the runner gives a run with the switch off
+    made.run_units(run, [1, 2], records.append)
+    assert isinstance(run.tuning, tuning.Untuned) and run.tuning.record() == {"enabled": False,
+                                                                             "switch": "PREREGBENCH_TUNING=off"}
+    assert all(r["frozen"] == 0 and r["walked"] == [True, True] for r in records), records
+
+
 def test_a_failed_measurement_unfreezes_too() -> None:
     made, records = protocol(fail_at=2), []
     with pytest.raises(RuntimeError, match="a measurement fault"):
@@ -98,15 +113,13 @@ class _FigureProtocol(_Protocol):
 @pytest.mark.parametrize("model, asked", [("smollm2-135m-instruct", True), ("scripted-oracle", False)])
 def test_the_figures_are_readied_before_a_weights_load_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
                                                             model: str, asked: bool) -> None:
-    from benchmarks.core import report
-
     calls: list[tuple[Any, Any, bool]] = []
-    monkeypatch.setattr(report, "draw_figures_ahead",
+    monkeypatch.setattr(tuning, "draw_figures_ahead",
                         lambda protocol, run_dir: calls.append((protocol, run_dir, hasattr(protocol, "model"))) or True)
     made = _FigureProtocol.__new__(_FigureProtocol)
     made.fail_at = None
     run = _Run()
-    run.model, run.location = model, tmp_path / "res" / "run-1"
+    run.model, run.location, run.protocol = model, tmp_path / "res" / "run-1", made
     made.run_units(run, [1], [].append)
     # asked with the run's directory, before the model was loaded (the copy must be forked before torch is imported)
     assert calls == ([(made, tmp_path / "res" / "run-1", False)] if asked else [])
