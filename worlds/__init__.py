@@ -2,7 +2,8 @@
 
 A world W = (S, A, T, s0, G, C, B) is data: a TOML file validated against
 ``worlds/schema/world.schema.json`` and interpreted by a registered family
-(``token_workshop``, ``schedule``).  ``check(world, text)`` returns a
+(``token_workshop``, ``schedule``, ``dataflow``; each a subpackage of
+``worlds.families`` behind the ``Family`` interface).  ``check(world, text)`` returns a
 ``CheckResult`` and never raises on candidate text; ``reference_replay`` is an
 independently written second interpreter for differential replay;
 ``enumerate_solutions(world, bounds)`` lists every valid bounded solution;
@@ -24,13 +25,16 @@ from ._checker import (
     canonical_state,
     check,
     check_steps,
+    reference_replay,
 )
 from ._construct import build_pair
 from ._copy_audit import copy_audit
+from ._dataflow_reference import replay as dataflow_reference_replay
 from ._enumerate import (
     Bounds,
     Enumeration,
     EnumerationLimitError,
+    bounded_solutions,
     enumerate_solutions,
     grounded_steps,
 )
@@ -53,7 +57,19 @@ from ._manifest import (
     prompt_token_counts,
     validate_manifest,
 )
-from ._model import Budget, Example, Failure, Family, Param, Primitive, Reason, World
+from ._model import (
+    INT_TYPE,
+    Budget,
+    Example,
+    Failure,
+    Family,
+    FamilyGenerator,
+    Param,
+    Primitive,
+    Reason,
+    StateLineFormat,
+    World,
+)
 from ._pair_spec import PairSpec, load_pair_spec
 from ._pair_types import (
     MOTIF_REQUIRED,
@@ -73,10 +89,8 @@ from ._pairs import (
 )
 from ._prompt import render_prompt
 from ._reference import Replay
-from ._reference import replay as reference_replay
-from ._registry import family_names, get_family, register_family
+from ._registry import family_names, get_family, register_family, registered_families, unregister_family
 from ._render import GRAMMAR_TEXT, format_state, raw_of_world, render_world
-from ._schedule import Schedule, ScheduleState
 from ._showcase import (
     PAIRS_DIR,
     build_pair_from_file,
@@ -84,23 +98,30 @@ from ._showcase import (
     pair_spec_paths,
 )
 from ._signature import dependent, motif_signature, solution_classes
+from ._steps import StepFamily
 from ._structure import isomorphism_certificate, production_edges
-from ._token_workshop import TokenState, TokenWorkshop
-from ._dataflow import Binding, Dataflow, DataflowState, parse_program
-from ._dataflow_check import check_bindings
-from ._dataflow_enum import enumerate_programs
-from ._dataflow_pairs import DATAFLOW_GRAMMAR_TEXT, program_alphabet, render_dataflow_world
-from ._dataflow_pairs import solutions_of as bounded_solutions
-from ._dataflow_reference import replay as dataflow_reference_replay
+from .families import (
+    DATAFLOW_GRAMMAR_TEXT,
+    Binding,
+    Dataflow,
+    DataflowState,
+    Schedule,
+    ScheduleState,
+    TokenState,
+    TokenWorkshop,
+    enumerate_programs,
+    parse_program,
+    program_alphabet,
+    render_dataflow_world,
+)
+
+#: ``check_steps`` under the name the dataflow family's documentation uses: already-parsed bindings.
+check_bindings = check_steps
 
 #: Folder holding the shipped world files.
 DATA_DIR = Path(__file__).parent / "data"
 #: The published JSON Schema of world files.
 SCHEMA_PATH = Path(__file__).parent / "schema" / "world.schema.json"
-
-register_family(TokenWorkshop())
-register_family(Schedule())
-register_family(Dataflow())
 
 
 def shipped_worlds() -> tuple[Path, ...]:
@@ -217,14 +238,21 @@ __all__ = [
 ]
 
 from ._generate import (  # noqa: E402
-    GENERATED_FAMILIES,
-    GENERATED_TIERS,
     GENERATOR_VERSION,
     GenerationResult,
     generate_pairs,
+    generated_families,
+    generated_tiers,
 )
 from ._interchange import interchangeable_edges  # noqa: E402
 from ._tiers import TIERS, tier_of, tier_properties  # noqa: E402
 
+#: Families the generator draws (the built-in families with a generator, in registration order).
+GENERATED_FAMILIES = generated_families()
+#: Tiers the generator draws for each family: those its bases can measure as.
+GENERATED_TIERS = generated_tiers()
+
 __all__ += ["GENERATED_FAMILIES", "GENERATED_TIERS", "GENERATOR_VERSION", "GenerationResult", "TIERS",
-            "generate_pairs", "interchangeable_edges", "tier_of", "tier_properties"]
+            "generate_pairs", "generated_families", "generated_tiers", "interchangeable_edges", "tier_of",
+            "tier_properties", "FamilyGenerator", "StateLineFormat", "StepFamily", "registered_families",
+            "unregister_family", "INT_TYPE"]

@@ -26,11 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._checker import Status, check
+from ._checker import Status, check, differential
 from ._enumerate import enumerate_solutions, grounded_steps
 from ._errors import WorldsError
 from ._loader import world_from_mapping
-from ._reference import differential
 
 __all__ = ["SequenceAudit", "audit_sequences"]
 

@@ -1,17 +1,24 @@
-"""The strict checker: schema, permitted names and types, legal execution, constraints, goal, budget."""
+"""The strict checker: schema, permitted names and types, legal execution, constraints, goal, budget.
+
+One check path for every family: the family parses the text in its artifact
+grammar and resolves, applies and judges each parsed step; the order of the
+checks and the result record are the same for all.  The cap tests are small
+module functions and the family is looked up through this module's
+``get_family``, so a certification test can break one decision at a time.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from canonical_hash import sha256_json
 
 from ._errors import CheckerUsageError
-from ._grammar import Step, parse_candidate
-from ._model import INT_TYPE, Failure, Reason, World
+from ._model import Failure, Reason, World
 from ._registry import get_family
 
 __all__ = [
@@ -21,6 +28,8 @@ __all__ = [
     "canonical_state",
     "check",
     "check_steps",
+    "differential",
+    "reference_replay",
 ]
 
 
@@ -103,59 +112,23 @@ def canonical_state(state: Any) -> Any:
     return state
 
 
-def _resolve(world: World, st: Step) -> Failure | None:
-    prim = world.primitive(st.name)
-    if prim is None:
-        return Failure(
-            Reason.UNKNOWN_PRIMITIVE,
-            f"{st.name!r} is not a primitive of world {world.id}",
-        )
-    if len(st.args) != len(prim.params):
-        return Failure(
-            Reason.BAD_ARGUMENT,
-            f"{st.name} takes {len(prim.params)} argument(s), got {len(st.args)}",
-        )
-    for prm, arg in zip(prim.params, st.args):
-        if prm.type == INT_TYPE:
-            if not isinstance(arg, int):
-                return Failure(
-                    Reason.BAD_ARGUMENT,
-                    f"{st.name}: parameter {prm.name} takes an integer, got {arg!r}",
-                )
-            if not prm.lo <= arg <= prm.hi:
-                return Failure(
-                    Reason.BAD_ARGUMENT,
-                    f"{st.name}: {prm.name}={arg} outside [{prm.lo}, {prm.hi}]",
-                )
-            continue
-        if isinstance(arg, int):
-            return Failure(
-                Reason.BAD_ARGUMENT,
-                f"{st.name}: parameter {prm.name} takes a {prm.type}, got integer {arg}",
-            )
-        etype = world.entity_type(arg)
-        if etype is None:
-            return Failure(
-                Reason.UNKNOWN_ENTITY, f"{arg!r} is not an entity of world {world.id}"
-            )
-        if etype != prm.type:
-            return Failure(
-                Reason.BAD_ARGUMENT,
-                f"{st.name}: parameter {prm.name} takes a {prm.type}, {arg} is a {etype}",
-            )
-    return None
+def _over_step_cap(i: int, world: World) -> bool:
+    """Whether step ``i`` (0-based) is past the world's step cap."""
+    return i >= world.budget.max_steps
+
+
+def _over_cost_cap(cost: int, step_cost: int, world: World) -> bool:
+    """Whether a step costing ``step_cost`` after ``cost`` spent breaks the world's cost cap."""
+    return cost + step_cost > world.budget.max_cost
 
 
 def check(world: World, candidate_text: str) -> CheckResult:
-    """Check candidate text against ``world``; never raises on any ``str``."""
+    """Check candidate text against ``world`` in its family's artifact grammar; never raises on any ``str``."""
     if not isinstance(world, World):
         raise CheckerUsageError(
             f"check() needs a World (from load_world), got {type(world).__name__}"
         )
-    own = getattr(get_family(world.family), "check_text", None)
-    if own is not None:  # a family with its own artifact grammar (dataflow)
-        return own(world, candidate_text)
-    parsed = parse_candidate(candidate_text)
+    parsed = get_family(world.family).parse(candidate_text)
     if not parsed.ok:
         return CheckResult(
             Status.MALFORMED,
@@ -173,16 +146,18 @@ def check(world: World, candidate_text: str) -> CheckResult:
 
 
 def check_steps(world: World, steps) -> CheckResult:
-    """Check already-parsed steps (as from ``parse_candidate``) against ``world``."""
+    """Check already-parsed steps (as the family's ``parse`` gives them) against ``world``.
+
+    Order of checks for step *i*: step cap -> the family's ``resolve`` (primitive known,
+    arity, each argument) -> its ``transition`` (applicability) -> cost cap -> family caps
+    (``limits``) -> every-state rules.  A step failing any of these is not committed.
+    After the last step: the final rules, then the goal.
+    """
     if not isinstance(world, World):
         raise CheckerUsageError(
             f"check_steps() needs a World (from load_world), got {type(world).__name__}"
         )
     fam = get_family(world.family)
-    if getattr(fam, "check_text", None) is not None:
-        raise CheckerUsageError(
-            f"world {world.id} of family {world.family} has its own artifact grammar; check its text with check()"
-        )
     state = world.initial_state
     cost = 0
     trace: list[TraceEntry] = []
@@ -201,22 +176,27 @@ def check_steps(world: World, steps) -> CheckResult:
         )
 
     for i, st in enumerate(steps):
-        if i >= world.budget.max_steps:
+        if not isinstance(st, fam.step_type):
+            raise CheckerUsageError(
+                f"world {world.id} of family {world.family} takes the {fam.step_type.__name__} values of the "
+                f"family's own artifact grammar, got {type(st).__name__}; check its text with check()"
+            )
+        if _over_step_cap(i, world):
             return fail(
                 i,
                 Failure(
-                    Reason.OVER_BUDGET, f"step cap {world.budget.max_steps} exceeded"
+                    Reason.OVER_BUDGET, f"{fam.step_cap_name} {world.budget.max_steps} exceeded"
                 ),
                 st.line,
             )
-        bad = _resolve(world, st)
+        bad = fam.resolve(world, state, st)
         if bad is not None:
             return fail(i, bad, st.line)
-        got = fam.apply(world, state, st.name, st.args)
+        got = fam.transition(world, state, st)
         if isinstance(got, Failure):
             return fail(i, got, st.line)
         new_state, step_cost = got
-        if cost + step_cost > world.budget.max_cost:
+        if _over_cost_cap(cost, step_cost, world):
             return fail(
                 i,
                 Failure(
@@ -235,14 +215,31 @@ def check_steps(world: World, steps) -> CheckResult:
     if bad is not None:
         return fail(None, bad, None)
     if not fam.goal(world, state):
-        return fail(
-            None,
-            Failure(
-                Reason.GOAL_NOT_MET,
-                "every step is legal but the goal does not hold at the end",
-            ),
-            None,
-        )
+        return fail(None, Failure(Reason.GOAL_NOT_MET, fam.goal_miss(world, state)), None)
     return CheckResult(
         Status.VALID, None, None, "", state, cost, len(trace), tuple(trace)
     )
+
+
+def differential(result: CheckResult, raw: Mapping[str, Any], text: str) -> tuple[tuple, tuple]:
+    """The checker's ``result`` on ``text`` and the reference interpreter's replay, side by side.
+
+    Both sides are (status, reason, first failing step, final state, cost,
+    executed count); strict differential replay requires them to be equal.
+    """
+    fam = get_family(raw["family"])
+    got = (
+        result.status.value,
+        None if result.reason is None else result.reason.value,
+        result.failing_step,
+        fam.replay_state(result.final_state),
+        result.cost,
+        result.executed,
+    )
+    ref = fam.reference_replay(raw, text)
+    return got, (ref.status, ref.reason, ref.failing_step, ref.state, ref.cost, ref.executed)
+
+
+def reference_replay(raw: Mapping[str, Any], text: str) -> Any:
+    """The reference interpreter of the mapping's family on ``text`` (a ``Replay``), for differential replay."""
+    return get_family(raw["family"]).reference_replay(raw, text)

@@ -35,8 +35,10 @@ Everything is deterministic in the spec. Demonstration selection happens on
 the base's labels and is translated afterwards, so F and C never see each
 other's labels and no text of one side enters the other side's prompt.
 
-This module holds the choices (source variants, motif, demonstrations) and
-the assembly; the parts live beside it: the replicas in ``_pairs``, the
+``build_pair`` hands the spec to the base world's family
+(``Family.build_pair``); this module's ``build_step_pair`` is the
+construction of step-sequence families.  It holds the choices (source
+variants, motif, demonstrations) and the assembly; the parts live beside it: the replicas in ``_pairs``, the
 isomorphism certificate and production edges in ``_structure``, the copy
 audit in ``_copy_audit``, the one-step examples in ``_examples``, the prompt
 in ``_prompt`` and the manifest in ``_manifest``.
@@ -62,10 +64,11 @@ from ._pair_spec import PairSpec
 from ._pair_types import MOTIF_REQUIRED, WITNESS_ONLY, Demonstration, Pair, PairSide
 from ._pairs import instantiate_replica
 from ._prompt import render_prompt
+from ._registry import get_family
 from ._signature import motif_signature
 from ._structure import isomorphism_certificate, one_step, production_edges, subject_of
 
-__all__ = ["build_pair"]
+__all__ = ["build_pair", "build_step_pair"]
 
 
 def _variant(base_raw: Mapping[str, Any], overrides: Mapping[str, Any], vid: str, what: str, spec: PairSpec) -> dict:
@@ -191,15 +194,12 @@ def _witness_hidden(side: PairSide, enum: Enumeration) -> bool:
 
 
 def build_pair(spec: PairSpec) -> tuple[Pair, dict]:
-    """Build the pair of ``spec``; returns the pair (manifest not yet filled) and the audit facts.
+    """Build the pair of ``spec`` by its base world's family; returns the pair (manifest not yet filled) and
+    the audit facts.
 
     Raises PairConstructionError naming the pair and what to change when the
     spec cannot give a valid, copy-proof, matched fixture.
     """
-    if spec.base_raw is not None and spec.base_raw.get("family") == "dataflow":
-        from ._dataflow_pairs import build_dataflow_pair
-
-        return build_dataflow_pair(spec)
     if spec.base_raw is not None:
         base_raw = copy.deepcopy(spec.base_raw)
     else:
@@ -207,6 +207,11 @@ def build_pair(spec: PairSpec) -> tuple[Pair, dict]:
             base_raw = tomllib.load(fh)
     base_raw.pop("examples", None)
     base = world_from_mapping(base_raw, source=str(spec.base))
+    return get_family(base.family).build_pair(spec, base_raw, base)
+
+
+def build_step_pair(spec: PairSpec, base_raw: dict, base: World) -> tuple[Pair, dict]:
+    """``build_pair`` of a step-sequence base (``StepFamily``): its mapping without examples, and its world."""
     f_rep = instantiate_replica(base_raw, spec.f_seed, "W")
     c_rep = instantiate_replica(base_raw, spec.c_seed, "W")
     if f_rep.world.id == c_rep.world.id:

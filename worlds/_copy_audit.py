@@ -8,11 +8,11 @@ from typing import Any
 
 from ._checker import Status, check
 from ._model import World
+from ._registry import get_family
 from ._signature import motif_signature
 from ._structure import one_step
 
-__all__ = ["copy_audit"]
-
+__all__ = ["copy_audit", "step_copy_audit"]
 
 
 def _renames_onto(window: Sequence[str], solution: Sequence[str], shared: frozenset = frozenset()) -> bool:
@@ -96,7 +96,22 @@ def copy_audit(
     target_sigs: set,
     target_solutions: Sequence[Sequence[str]] | None = None,
 ) -> str | None:
-    """Why a demonstration would solve ``target`` when copied, or None.
+    """Why a demonstration would solve ``target`` when copied, or None, by the target's family.
+
+    ``target_sigs``: the motif signatures of every bounded target solution;
+    ``target_solutions``: those solutions (enables the relabelled and reordered checks).
+    """
+    return get_family(target.family).copy_audit(demo_world, demo, target, target_sigs, target_solutions)
+
+
+def step_copy_audit(
+    demo_world: World,
+    demo: Sequence[str],
+    target: World,
+    target_sigs: set,
+    target_solutions: Sequence[Sequence[str]] | None = None,
+) -> str | None:
+    """Why a step-sequence demonstration would solve ``target`` when copied, or None.
 
     Covers the demonstration and every contiguous window of it (a trivially
     truncated copy), each verbatim (checked by the checker) and renamed: its
@@ -109,10 +124,6 @@ def copy_audit(
     Every bounded solution is enumerated, so "some order is VALID in the
     target" is exactly "some order is one of ``target_solutions``".
     """
-    if target.family == "dataflow":  # programs: see ``_dataflow_pairs.program_copy_audit``
-        from ._dataflow_pairs import program_copy_audit
-
-        return program_copy_audit(demo_world, demo, target, target_sigs, target_solutions)
     demo = tuple(demo)
     n = len(demo)
     shared = frozenset(p.name for p in demo_world.primitives) & frozenset(p.name for p in target.primitives)

@@ -2,21 +2,37 @@
 
 It reads the raw world mapping (the TOML document) directly, splits lines
 with its own regular expressions and evaluates programs over plain dicts,
-sharing no code or data structure with ``_dataflow`` / ``_dataflow_check``.
-``replay(raw, text)`` returns the ``Replay`` record of ``_reference`` with
-``state`` = (wires, uses, read) as sorted tuples, the same canonical form as
-``DataflowState``'s fields, so the two sides compare field by field.
+sharing no code or data structure with the ``dataflow`` family or the checker.
+``replay(raw, text)`` returns a ``Replay`` record with the fields of the step
+interpreter's (``_reference``), with ``state`` = (wires, uses, read) as sorted
+tuples, the same canonical form as ``DataflowState``'s fields, so the two
+sides compare field by field.
+
+The file is standalone (standard library only, no import of the rest of
+``worlds``): a CWR run with program worlds copies it byte for byte into its run
+directory, where the step interpreter's copy hands program worlds to it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ._reference import Replay
+__all__ = ["Replay", "replay"]
 
-__all__ = ["differential", "replay"]
+
+@dataclass(frozen=True)
+class Replay:
+    """Outcome of the program interpreter (values as plain strings, ints and tuples)."""
+
+    status: str
+    reason: str | None
+    failing_step: int | None
+    state: tuple
+    cost: int
+    executed: int
 
 _LINE = re.compile(
     r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*\((.*)\)[ \t]*", re.ASCII)
@@ -147,11 +163,3 @@ def replay(raw: Mapping[str, Any], text: str) -> Replay:
         return Replay("INVALID", "goal_not_met", None, snapshot(), spent, len(program))
     return Replay("VALID", None, None, snapshot(), spent, len(program))
 
-
-def differential(result: Any, raw: Mapping[str, Any], text: str) -> tuple[tuple, tuple]:
-    """The checker's ``result`` on ``text`` and this replay, side by side (status, reason, step, state, cost, executed)."""
-    s = result.final_state
-    got = (result.status.value, None if result.reason is None else result.reason.value, result.failing_step,
-           (s.wires, s.uses, s.read), result.cost, result.executed)
-    ref = replay(raw, text)
-    return got, (ref.status, ref.reason, ref.failing_step, ref.state, ref.cost, ref.executed)

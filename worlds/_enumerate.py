@@ -12,6 +12,7 @@ from ._registry import get_family
 
 __all__ = [
     "Bounds",
+    "bounded_solutions",
     "Enumeration",
     "EnumerationLimitError",
     "enumerate_solutions",
@@ -125,9 +126,11 @@ def enumerate_solutions(world: World, bounds: Bounds | None = None) -> Enumerati
         raise WorldsError(
             f"enumerate_solutions() needs a World (from load_world), got {type(world).__name__}"
         )
-    if getattr(get_family(world.family), "check_text", None) is not None:
+    own = get_family(world.family)
+    if own.step_type is not Step:  # its own artifact grammar: name the family's enumerator
         raise WorldsError(
-            f"world {world.id} of family {world.family} is not a step sequence; enumerate it with enumerate_programs()"
+            f"world {world.id} of family {world.family} is not a step sequence; "
+            f"enumerate it with {own.enumerate.__name__}() or worlds.bounded_solutions()"
         )
     b = bounds or Bounds()
     max_steps = _effective_steps(world, b)
@@ -178,3 +181,10 @@ def enumerate_solutions(world: World, bounds: Bounds | None = None) -> Enumerati
 
     sols = [s for s in suffixes(world.initial_state, max_steps, max_cost) if s]
     return Enumeration(world.id, max_steps, max_cost, tuple(sorted(sols)), len(memo))
+
+
+def bounded_solutions(world: World, bounds: Bounds | None = None) -> Enumeration:
+    """Every valid bounded solution of ``world`` by its family's enumerator (step sequences, or programs)."""
+    if not isinstance(world, World):
+        raise WorldsError(f"bounded_solutions() needs a World (from load_world), got {type(world).__name__}")
+    return get_family(world.family).enumerate(world, bounds)

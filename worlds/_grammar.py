@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ._errors import CheckerUsageError
 
-__all__ = ["ParseResult", "Step", "format_steps", "parse_candidate"]
+__all__ = ["ParseResult", "Step", "format_steps", "parse_candidate", "parse_line", "skip_ws"]
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _INT = r"(?:0|[1-9][0-9]*)"
@@ -80,23 +80,23 @@ def _fail(steps: list[Step], line: int, col: int, msg: str) -> ParseResult:
     return ParseResult(False, tuple(steps), line, col, msg)
 
 
-def _skip_ws(s: str, i: int) -> int:
+def skip_ws(s: str, i: int) -> int:
     while i < len(s) and s[i] in _WS:
         i += 1
     return i
 
 
-def _parse_line(s: str, lineno: int) -> Step | tuple[int, str]:
+def parse_line(s: str, lineno: int) -> Step | tuple[int, str]:
     """Parse one non-blank, non-comment line; return a Step or (column, message)."""
-    i = _skip_ws(s, 0)
+    i = skip_ws(s, 0)
     m = _NAME_RE.match(s, i)
     if m is None:
         return i + 1, "expected a primitive name ([A-Za-z_][A-Za-z0-9_]*)"
     name = m.group(0)
-    i = _skip_ws(s, m.end())
+    i = skip_ws(s, m.end())
     if i >= len(s) or s[i] != "(":
         return i + 1, f"expected '(' after primitive name {name!r}"
-    i = _skip_ws(s, i + 1)
+    i = skip_ws(s, i + 1)
     args: list[str | int] = []
     if i < len(s) and s[i] == ")":
         i += 1
@@ -114,15 +114,15 @@ def _parse_line(s: str, lineno: int) -> Step | tuple[int, str]:
             if tok[0].isdigit() and len(tok) > MAX_INT_DIGITS:
                 return i + 1, f"integer literal longer than {MAX_INT_DIGITS} digits"
             args.append(int(tok) if tok[0].isdigit() else tok)
-            i = _skip_ws(s, m.end())
+            i = skip_ws(s, m.end())
             if i < len(s) and s[i] == ",":
-                i = _skip_ws(s, i + 1)
+                i = skip_ws(s, i + 1)
                 continue
             if i < len(s) and s[i] == ")":
                 i += 1
                 break
             return i + 1, "expected ',' or ')' after an argument"
-    i = _skip_ws(s, i)
+    i = skip_ws(s, i)
     if i != len(s):
         return i + 1, "unexpected text after ')'; write one step per line"
     return Step(name, tuple(args), lineno)
@@ -143,7 +143,7 @@ def parse_candidate(text: str) -> ParseResult:
         stripped = s.strip(_WS)
         if not stripped or stripped.startswith("#"):
             continue
-        got = _parse_line(s, lineno)
+        got = parse_line(s, lineno)
         if isinstance(got, Step):
             steps.append(got)
         else:

@@ -1,4 +1,4 @@
-"""Pair manifests: every field of the Fiction-CWR manifest contract, computed.
+"""Pair manifests: every field of the Fiction-CWR manifest contract, computed, for a pair of any family.
 
 The manifest carries the seed's contract fields (pair id, family, latent
 structure hash, F/C target ids, target motif, demonstration ids, witness
@@ -7,7 +7,9 @@ matching, solver search metrics, prompt token counts, residual mismatches,
 eligibility) plus the facts behind them (world and state sizes, budget slack,
 constraint and demonstration counts, primitive frequencies with valid and
 invalid exposures, motif signatures, grammar digest, isomorphism certificate).
-It is validated against ``worlds/schema/pair_manifest.schema.json``.
+It is validated against ``worlds/schema/pair_manifest.schema.json``.  What
+depends on the family (world sizes, search metrics, signature text, the
+grammar's name and digest) comes from the base world's family.
 
 Prompt and output token counts come from counters the caller passes
 (``token_counts``), so this package loads no tokenizer and a manifest does not
@@ -27,14 +29,11 @@ from canonical_hash import sha256_json, sha256_text
 
 from ._checker import check
 from ._copy_audit import copy_audit
-from ._enumerate import grounded_steps
 from ._errors import WorldsError
 from ._examples import example_states_on_solution_paths, examples_chain_to_goal
-from ._grammar import __doc__ as _GRAMMAR_DOC
-from ._graph import reachable_graph
 from ._model import World
 from ._pair_types import MOTIF_REQUIRED, Pair, PairSide
-from ._render import GRAMMAR_TEXT
+from ._registry import get_family
 from ._signature import motif_signature
 from ._structure import production_edges, structure_hash, subject_of
 
@@ -101,39 +100,6 @@ def prompt_token_counts(texts: Mapping[str, str], token_counts: TokenCounts = No
     return out
 
 
-def _state_bound(world: World) -> int:
-    """An upper bound on the state space from the budget's finiteness devices."""
-    if world.family == "token_workshop":
-        return (world.spec.inventory_cap + 1) ** len(world.entities)
-    if world.family == "schedule":
-        n = 1
-        for t in world.spec.tasks:
-            machines = sum(1 for _, k, _ in world.spec.machines if k == t.kind)
-            n *= 1 + machines * world.spec.horizon
-        return n
-    return 0
-
-
-def _search_metrics(world: World, enum) -> dict[str, Any]:
-    g = reachable_graph(world)
-    out_deg = Counter(s for s, _, _, _ in g["edges"])
-    expanded = [s for s in g["nodes"] if g["depth"][s] < world.budget.max_steps]
-    degs = [out_deg[s] for s in expanded]
-    # fixed oracle: breadth-first search by depth; states it visits up to and including the first goal depth
-    goal_depths = [g["depth"][s] for s, (goal, ok) in g["nodes"].items() if goal and ok and s != g["initial"]]
-    first = min(goal_depths, default=None)
-    bfs = None if first is None else sum(1 for d in g["depth"].values() if d <= first)
-    return {
-        "enumeration_nodes": enum.states,
-        "reachable_states": len(g["nodes"]),
-        "transitions": len(g["edges"]),
-        "mean_branching": round(sum(degs) / len(degs), 4) if degs else 0.0,
-        "max_branching": max(degs, default=0),
-        "bfs_states_to_first_goal_depth": bfs,
-        "solutions": len(enum.solutions),
-    }
-
-
 def _min_cost(world: World, sols) -> int | None:
     costs = [check(world, "".join(s + "\n" for s in sol)).cost for sol in sols]
     return min(costs, default=None)
@@ -150,16 +116,6 @@ def _exposure(side: PairSide, base_world: World) -> dict[str, dict[str, int]]:
             d = out.setdefault(subject_of(base_world, s), {"example_valid": 0, "example_invalid": 0, "demonstration": 0})
             d["demonstration"] += 1
     return {k: out[k] for k in sorted(out)}
-
-
-def _sig_text(sig: tuple) -> str:
-    """A compact text form of a motif signature."""
-    parts = []
-    for prim, args, deps in sig:
-        a = ",".join(str(v) for _, v in args)
-        d = ",".join(str(x) for x in deps)
-        parts.append(f"{prim}({a})<[{d}]")
-    return " ; ".join(parts)
 
 
 def _copy_solves(pair: Pair, facts: dict) -> bool:
@@ -186,6 +142,7 @@ def build_manifest(pair: Pair, facts: dict, token_counts: TokenCounts = None) ->
     """
     counters = _counters(token_counts)
     base: World = facts["base"]
+    fam = get_family(base.family)
     f, c = pair.f, pair.c
     enum_f, enum_c = facts["enum_F"], facts["enum_C"]
     motif = facts["motif"]
@@ -215,7 +172,7 @@ def build_manifest(pair: Pair, facts: dict, token_counts: TokenCounts = None) ->
     residual.append("demonstrated motif: F realizes " + _edge_text(motif) + ", C does not (by construction)")
     if pair.novelty != MOTIF_REQUIRED:
         residual.append(
-            f"motif held by {holding} of {len(target_edges)} bounded target solutions; novelty is witness-only"
+            f"motif held by {holding} of {len(target_edges)} bounded target {fam.solution_noun}; novelty is witness-only"
         )
     exposure_matched = not any(r.startswith("exposure of") for r in residual)
     counts = prompt_token_counts({"F": f.prompt_text, "C": c.prompt_text}, counters)
@@ -230,19 +187,21 @@ def build_manifest(pair: Pair, facts: dict, token_counts: TokenCounts = None) ->
     opt_f, opt_c = enum_f.optimal_length, enum_c.optimal_length
     cost_f = _min_cost(f.target, enum_f.solutions)
     b = f.target.budget
+    sizes = fam.world_facts(base)
+    n_constraints = fam.constraint_count(base)
     world_facts = {
-        "entities": len(base.entities),
+        "entities": sizes["entities"],
         "entity_types": len(base.entity_types),
         "primitives": len(base.primitives),
-        "primitive_set": [f"{p.name}({', '.join(q.type for q in p.params)})" for p in base.primitives],
-        "grounded_steps": len(grounded_steps(base)),
-        "constraints": len(base.spec.constraints),
-        "state_space_bound": _state_bound(base),
+        "primitive_set": sizes["primitive_set"],
+        "grounded_steps": sizes["grounded_steps"],
+        "constraints": n_constraints,
+        "state_space_bound": sizes["state_space_bound"],
         "reachable_states": facts["isomorphism"]["states"],
         "transitions": facts["isomorphism"]["transitions"],
         "budget": {"max_steps": b.max_steps, "max_cost": b.max_cost, **dict(b.extra)},
     }
-    sig_classes = Counter(_sig_text(motif_signature(base, sol)) for sol in facts["target_enum"].solutions)
+    sig_classes = Counter(fam.signature_text(motif_signature(base, sol)) for sol in facts["target_enum"].solutions)
     m = {
         "manifest_version": MANIFEST_VERSION,
         "pair_id": pair.pair_id,
@@ -259,7 +218,7 @@ def build_manifest(pair: Pair, facts: dict, token_counts: TokenCounts = None) ->
         "novelty": pair.novelty,
         "optimal_lengths": {"F": opt_f, "C": opt_c},
         "primitive_exposure_matched": exposure_matched,
-        "solver_search_metrics": {"F": _search_metrics(f.target, enum_f), "C": _search_metrics(c.target, enum_c)},
+        "solver_search_metrics": {"F": fam.search_metrics(f.target, enum_f), "C": fam.search_metrics(c.target, enum_c)},
         "prompt_token_counts": counts,
         "output_token_counts": out_counts,
         "residual_mismatches": residual,
@@ -269,7 +228,7 @@ def build_manifest(pair: Pair, facts: dict, token_counts: TokenCounts = None) ->
             "steps": b.max_steps - opt_f,
             "cost": None if cost_f is None else b.max_cost - cost_f,
         },
-        "constraint_count": len(base.spec.constraints),
+        "constraint_count": n_constraints,
         "demonstration_count": {"F": len(f.demonstrations), "C": len(c.demonstrations)},
         "primitive_example_count": {"F": len(f.primitive_examples), "C": len(c.primitive_examples)},
         "primitive_frequencies": {"F": exp_f, "C": exp_c},
@@ -284,8 +243,8 @@ def build_manifest(pair: Pair, facts: dict, token_counts: TokenCounts = None) ->
         },
         "motif_signatures": {
             "target_classes": dict(sorted(sig_classes.items())),
-            "f_demo": _sig_text(fd.signature),
-            "c_demo": _sig_text(cd.signature),
+            "f_demo": fam.signature_text(fd.signature),
+            "c_demo": fam.signature_text(cd.signature),
             "holdout_edge_in_target_solutions": {"with": holding, "of": len(target_edges)},
         },
         "demonstrations": {
@@ -296,8 +255,8 @@ def build_manifest(pair: Pair, facts: dict, token_counts: TokenCounts = None) ->
         },
         "isomorphism": facts["isomorphism"],
         "grammar": {
-            "name": "worlds artifact grammar v1",
-            "sha256": sha256_text((_GRAMMAR_DOC or "") + GRAMMAR_TEXT),
+            "name": fam.grammar_name,
+            "sha256": sha256_text(fam.grammar_digest_text),
         },
         "prompt_sha256": {"F": sha256_text(f.prompt_text), "C": sha256_text(c.prompt_text)},
         "flags": list(pair.flags),

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = [
@@ -13,9 +15,11 @@ __all__ = [
     "Example",
     "Failure",
     "Family",
+    "FamilyGenerator",
     "Param",
     "Primitive",
     "Reason",
+    "StateLineFormat",
     "World",
 ]
 
@@ -160,12 +164,62 @@ class World:
         return self._primitive_index.get(name)
 
 
-class Family(Protocol):
-    """The semantics of a world family (T, G, C and the family part of the schema).
 
-    States are hashable, canonical values (equal states compare and hash equal).
-    ``step`` receives a step whose primitive, entities and argument types were
-    already resolved by the checker.
+
+@dataclass(frozen=True)
+class StateLineFormat:
+    """How a family's described state is written as ``name = value`` lines (the P and E answers' state block).
+
+    words: the format in words, as a prompt states it.
+    pattern: a full-line regular expression of one line; group 1 is the name and the last group the numeral.
+    write: ``(name, value) -> line`` for one entry of a described state.
+    read: ``{name: match}`` of a block's lines -> the described state they write.
+    neighbour: a described state that differs from the one given (a scripted responder's wrong answer).
+    """
+
+    words: str
+    pattern: re.Pattern[str]
+    write: Callable[[str, Any], str]
+    read: Callable[[Mapping[str, re.Match[str]]], dict[str, Any]]
+    neighbour: Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class FamilyGenerator:
+    """What the seeded pair generator (``worlds.generate_pairs``) needs from a family.
+
+    tiers: the tiers the family's bases are drawn for.
+    tier_params: ``tier -> draw parameters`` (a frozen dataclass; raises WorldsError for a tier it lacks).
+    pair_code: the family's code in generated pair ids (``GEN-<code>-<tier>-<seed>-<draw>``).
+    source_variants: source variants drawn per draw.
+    source_steps_bounded: whether a source variant is enumerated only up to the optimum + 1 steps.
+    draw_base: ``(rng, params, world id) -> (base mapping, context)``; the context is what the family's other
+        hooks need to know about the draw (None when nothing).
+    draw_source: ``(base mapping, context, rng) -> overrides`` of one source variant, or None when the draw
+        changed nothing.
+    motif_key: ``context -> key``: the preference order of the motif among the edges every bounded solution
+        holds (least key first).
+    notes: ``context -> dict`` added to the manifest's ``generator`` record.
+    """
+
+    tiers: tuple[str, ...]
+    tier_params: Callable[[str], Any]
+    pair_code: str
+    source_variants: int
+    source_steps_bounded: bool
+    draw_base: Callable[[Any, Any, str], tuple[dict, Any]]
+    draw_source: Callable[[Mapping[str, Any], Any, Any], dict | None]
+    motif_key: Callable[[Any], Callable[[tuple[str, str, str]], Any]]
+    notes: Callable[[Any], dict] = lambda context: {}
+
+
+class Family(Protocol):
+    """Everything generic world code needs from a world family; registered by name (``_registry``).
+
+    States are hashable, canonical values (equal states compare and hash equal).  Generic code
+    asks the family of a world (``get_family(world.family)``) and never compares family names.
+    ``worlds.StepFamily`` implements every method below for families whose artifacts are
+    sequences of grounded steps in the shared step grammar, from a smaller set of hooks.
     """
 
     name: str
@@ -173,6 +227,25 @@ class Family(Protocol):
     fields: tuple[str, ...]
     #: keys this family adds to the [budget] table.
     budget_fields: tuple[str, ...]
+    #: the parsed step type of the family's artifact grammar (``Step``, or ``Binding`` for programs).
+    step_type: type
+    #: what the checker calls the step cap in its messages ("step cap", "node cap").
+    step_cap_name: str
+    #: what a manifest calls the bounded solutions ("solutions", "programs").
+    solution_noun: str
+    #: whether a replica gives the primitives fresh names (a primitive that is part of the grammar keeps its name).
+    relabels_primitives: bool
+    #: the artifact grammar's name and the text whose sha256 a manifest records.
+    grammar_name: str
+    grammar_digest_text: str
+    #: the standalone reference interpreter files ``reference_replay`` reads (a run copies them for its rescorer).
+    reference_sources: tuple[Path, ...]
+    #: how a described state is written as lines, or None when the family's states have no line format.
+    state_lines: StateLineFormat | None
+    #: the pair generator's hooks, or None when the generator does not draw this family.
+    generator: FamilyGenerator | None
+
+    # ---- the world file ------------------------------------------------------------
 
     def validate(self, raw: Mapping[str, Any], err) -> None:
         """Check the family-specific fields of a raw world mapping; call ``err(field, problem)``."""
@@ -180,13 +253,25 @@ class Family(Protocol):
     def build(self, raw: Mapping[str, Any]) -> tuple:
         """From a validated mapping: (entities, primitives, spec, initial_state, budget_extra, entity_types)."""
 
-    def apply(
-        self, world: World, state: Any, name: str, args: tuple
-    ) -> tuple[Any, int] | Failure:
+    def sort_declarations(self, raw: dict) -> None:
+        """Sort, in place, the declaration lists whose order carries no meaning (for the structure hash)."""
+
+    def relabel(self, raw: dict, ent: Mapping[str, str], prim: Mapping[str, str], types: Mapping[str, str]) -> None:
+        """Rename, in place, entities by ``ent``, primitives by ``prim`` and types by ``types`` in a world mapping."""
+
+    def raw_of_world(self, world: World) -> dict:
+        """The family fields of a world mapping equivalent to ``world`` (sorted declaration order).
+
+        A family that does not rebuild a mapping from a ``World`` sets this attribute to None.
+        """
+
+    # ---- the semantics -------------------------------------------------------------
+
+    def apply(self, world: World, state: Any, name: str, args: tuple) -> tuple[Any, int] | Failure:
         """Applicability and transition: the next state and the step's cost, or an INAPPLICABLE Failure."""
 
     def limits(self, world: World, state: Any) -> Failure | None:
-        """Family budget caps (inventory caps, horizon) on a state: OVER_BUDGET Failure or None."""
+        """Family budget caps (inventory caps, horizon, depth) on a state: OVER_BUDGET Failure or None."""
 
     def constraints(self, world: World, state: Any, final: bool) -> Failure | None:
         """Hard invariants on a state: CONSTRAINT_VIOLATION Failure or None.
@@ -199,3 +284,111 @@ class Family(Protocol):
 
     def describe_state(self, state: Any) -> Any:
         """A JSON-able canonical rendering of ``state``."""
+
+    def state_from_described(self, world: World, described: Any) -> Any:
+        """The state ``describe_state`` rendered as ``described`` (its inverse)."""
+
+    # ---- artifacts and the checker -------------------------------------------------
+
+    def parse(self, text: str) -> Any:
+        """Parse candidate text in the family's artifact grammar (a ``ParseResult``); never raises on a ``str``."""
+
+    def resolve(self, world: World, state: Any, step: Any) -> Failure | None:
+        """Primitive known, arity and each argument in order: a Failure or None."""
+
+    def transition(self, world: World, state: Any, step: Any) -> tuple[Any, int] | Failure:
+        """Applicability and transition of a resolved parsed step: (next state, cost) or a Failure."""
+
+    def goal_miss(self, world: World, state: Any) -> str:
+        """The GOAL_NOT_MET message for a run whose every step was legal."""
+
+    def trajectory(self, world: World, solution: Sequence[str]) -> list[Any]:
+        """The states a valid solution (rendered steps) passes through after each of its steps."""
+
+    # ---- enumeration and the reference interpreter ---------------------------------
+
+    def enumerate(self, world: World, bounds: Any = None) -> Any:
+        """Every valid bounded solution (an ``Enumeration``)."""
+
+    def alphabet(self, world: World, state: Any, index: int) -> list[Any]:
+        """The type-correct parsed steps that may come at step ``index`` (0-based) from ``state``, sorted."""
+
+    def reference_replay(self, raw: Mapping[str, Any], text: str) -> Any:
+        """The independently written reference interpreter's ``Replay`` of ``text`` on the mapping ``raw``."""
+
+    def replay_state(self, state: Any) -> tuple:
+        """A checker state in the reference interpreter's canonical form (for differential replay)."""
+
+    # ---- structure, signatures and copy audits -------------------------------------
+
+    def production_edges(self, world: World, solution: Sequence[Any]) -> frozenset[tuple[str, str, str]]:
+        """Type-level production dependencies ``(producer, relation, consumer)`` a solution realizes."""
+
+    def subject_of(self, world: World, step: str) -> str:
+        """What a rendered step exposes (a recipe, a task, a primitive): the unit exposures are counted in."""
+
+    def signature(self, world: World, solution: Sequence[Any]) -> tuple:
+        """The canonical motif signature: invariant to independent-step order and to renaming."""
+
+    def signature_text(self, signature: tuple) -> str:
+        """A compact text form of a signature."""
+
+    def copy_audit(self, demo_world: World, demo: Sequence[str], target: World, target_sigs: set,
+                   target_solutions: Sequence[Sequence[str]] | None = None) -> str | None:
+        """Why a demonstration, copied (verbatim, renamed, relabelled, reordered, cut to a window), solves
+        ``target``, or None."""
+
+    def translate(self, solution: Sequence[str], ent: Mapping[str, str], prim: Mapping[str, str]) -> tuple[str, ...]:
+        """A solution (rendered steps) with its entities and primitives relabelled."""
+
+    # ---- pairs ---------------------------------------------------------------------
+
+    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str) -> Any:
+        """A fresh-label, reshuffled ``Replica`` of a base mapping."""
+
+    def isomorphism(self, a: Any, b: Any, enum_a: Any = None, enum_b: Any = None) -> dict:
+        """Prove two replicas of one base isomorphic under their label bijection (raises PairConstructionError)."""
+
+    def build_pair(self, spec: Any, base_raw: dict, base: World) -> tuple[Any, dict]:
+        """Build the pair of ``spec`` from its base mapping (examples dropped) and world: the ``Pair`` (manifest
+        not yet filled) and the facts ``build_manifest`` reads."""
+
+    def examples_chain_to_goal(self, world: World, examples: Sequence[Any]) -> bool:
+        """Whether the valid one-step examples, followed from s0, reach a goal state (a leaked witness)."""
+
+    # ---- text ----------------------------------------------------------------------
+
+    def render_handbook(self, raw: Mapping[str, Any]) -> str:
+        """The complete world as handbook text, from a validated mapping."""
+
+    def format_state(self, described: Any) -> str:
+        """A described state in words."""
+
+    def render_prompt(self, target_raw: Mapping[str, Any], demos: Sequence[Any], examples: Sequence[Any]) -> str:
+        """The F/C synthesis prompt body of one side (the same template for F and C)."""
+
+    # ---- tiers and manifest facts --------------------------------------------------
+
+    def tier_properties(self, world: World, enum: Any) -> dict[str, Any]:
+        """The measured properties a tier is decided on (``worlds.tier_of``)."""
+
+    def search_metrics(self, world: World, enum: Any) -> dict[str, Any]:
+        """A manifest's ``solver_search_metrics`` of one target."""
+
+    def constraint_count(self, world: World) -> int:
+        """The number of hard constraints of ``world``."""
+
+    def world_facts(self, world: World) -> dict[str, Any]:
+        """A manifest's family-dependent world sizes: ``entities``, ``primitive_set``, ``grounded_steps`` and
+        ``state_space_bound``."""
+
+    # ---- baselines -----------------------------------------------------------------
+
+    def goal_progress(self, world: World, state: Any) -> int:
+        """How far ``state`` has come towards the goal (higher is closer; what a greedy solver climbs)."""
+
+    def goal_unreachable(self, world: World, state: Any) -> bool:
+        """Whether no continuation from ``state`` can meet the goal any more (where a greedy solver stops)."""
+
+    def random_artifacts(self, world: World, rng: Any, samples: int) -> Iterator[str]:
+        """``samples`` seeded random candidate texts of plausible shape (the random baseline)."""

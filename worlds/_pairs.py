@@ -24,6 +24,7 @@ from ._enumerate import Bounds, enumerate_solutions, grounded_steps
 from ._graph import reachable_graph
 from ._loader import world_from_mapping
 from ._model import World
+from ._registry import get_family
 from ._signature import motif_signature
 
 __all__ = [
@@ -31,8 +32,11 @@ __all__ = [
     "Replica",
     "abstract_fingerprint",
     "copy_solves",
+    "fresh_names",
     "instantiate_replica",
+    "instantiate_step_replica",
     "rename_mapping",
+    "translate_steps",
 ]
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -44,46 +48,15 @@ def rename_mapping(
     prim: Mapping[str, str],
     types: Mapping[str, str] | None = None,
 ) -> dict:
-    """A copy of a world mapping with entities renamed by ``ent``, recipes by ``prim``
-    and token types / machine kinds by ``types``.
+    """A copy of a world mapping with entities renamed by ``ent``, primitives by ``prim``
+    and entity types (token types, machine kinds, value types) by ``types``, by the mapping's family.
 
-    Examples are dropped (their text names the old labels). Names absent from
-    a map are kept (recipe parameter names, the schedule primitive ``start``).
+    Examples are dropped (their text names the old labels). Names the family
+    keeps (recipe parameter names, the schedule primitive ``start``) stay.
     """
-    ty = dict(types or {})
     m = copy.deepcopy(dict(raw))
     m.pop("examples", None)
-    if m["family"] == "token_workshop":
-        m["token_types"] = [ty.get(t, t) for t in m["token_types"]]
-        m["tokens"] = {ent[k]: ty.get(v, v) for k, v in m["tokens"].items()}
-        m["initial"] = {ent[k]: v for k, v in m["initial"].items()}
-        for r in m["recipes"]:
-            r["name"] = prim[r["name"]]
-            for prm in r.get("params", []):
-                prm["type"] = ty.get(prm["type"], prm["type"])
-            for part in ("inputs", "outputs"):
-                if part in r:
-                    r[part] = {ent.get(k, k): v for k, v in r[part].items()}
-            if "catalysts" in r:
-                r["catalysts"] = [ent.get(c, c) for c in r["catalysts"]]
-        m["goal"]["require"] = {ent[k]: v for k, v in m["goal"]["require"].items()}
-        for c in m.get("constraints", []):
-            c["tokens"] = [ent[t] for t in c["tokens"]]
-    elif m["family"] == "schedule":
-        m["machine_kinds"] = [ty.get(k, k) for k in m["machine_kinds"]]
-        m["machines"] = {
-            ent[k]: {**v, "kind": ty.get(v["kind"], v["kind"])} for k, v in m["machines"].items()
-        }
-        for t in m["tasks"]:
-            t["name"] = ent[t["name"]]
-            t["kind"] = ty.get(t["kind"], t["kind"])
-            if "after" in t:
-                t["after"] = [ent[a] for a in t["after"]]
-        m["goal"]["scheduled"] = [ent[t] for t in m["goal"]["scheduled"]]
-        for c in m.get("constraints", []):
-            c["tasks"] = [ent[t] for t in c["tasks"]]
-    else:
-        raise ValueError(f"no renaming defined for family {m['family']!r}")
+    get_family(m["family"]).relabel(m, ent, prim, dict(types or {}))
     return m
 
 
@@ -91,7 +64,7 @@ def rename_mapping(
 class Replica:
     """A target replica: its mapping, its loaded world, and the base -> replica name maps.
 
-    ``types`` maps token types (token_workshop) or machine kinds (schedule).
+    ``types`` maps the base's entity types (token types, machine kinds, value types).
     """
 
     raw: dict
@@ -106,20 +79,26 @@ class Replica:
 
     def translate(self, solution) -> tuple[str, ...]:
         """A base-world solution (rendered steps) written with the replica's names."""
-        out = []
-        for s in solution:
-            name, _, rest = s.partition("(")
-            args = [a.strip() for a in rest.rstrip(")").split(",") if a.strip()]
-            new = [a if a.isdigit() else self.entities[a] for a in args]
-            out.append(f"{self.primitives.get(name, name)}({', '.join(new)})")
-        return tuple(out)
+        return get_family(self.world.family).translate(solution, self.entities, self.primitives)
 
 
-def _fresh_names(rng: random.Random, n: int, taken: set[str]) -> list[str]:
+def translate_steps(solution, ent: Mapping[str, str], prim: Mapping[str, str]) -> tuple[str, ...]:
+    """Rendered steps with their entity arguments relabelled by ``ent`` and primitives by ``prim``."""
+    out = []
+    for s in solution:
+        name, _, rest = s.partition("(")
+        args = [a.strip() for a in rest.rstrip(")").split(",") if a.strip()]
+        new = [a if a.isdigit() else ent[a] for a in args]
+        out.append(f"{prim.get(name, name)}({', '.join(new)})")
+    return tuple(out)
+
+
+def fresh_names(rng: random.Random, n: int, taken: set[str], accept=lambda name: True) -> list[str]:
+    """``n`` fresh six-letter names drawn from ``rng``, none in ``taken`` (which grows by them), each ``accept``-ed."""
     out: list[str] = []
     while len(out) < n:
         name = "".join(rng.choice(_LETTERS) for _ in range(6))
-        if name not in taken and name != "start":
+        if name not in taken and accept(name):
             taken.add(name)
             out.append(name)
     return out
@@ -132,26 +111,32 @@ def _shuffled_dict(rng: random.Random, d: dict) -> dict:
 
 
 def instantiate_replica(raw: Mapping[str, Any], seed: int, id_prefix: str = "R") -> Replica:
-    """A replica of base mapping ``raw`` with fresh labels, shuffled order and a fresh id."""
+    """A replica of base mapping ``raw`` with fresh labels, shuffled order and a fresh id, by its family."""
+    return get_family(raw.get("family")).instantiate_replica(raw, seed, id_prefix)
+
+
+def instantiate_step_replica(fam, raw: Mapping[str, Any], seed: int, id_prefix: str) -> Replica:
+    """The replica of a step-sequence base (``StepFamily``): fresh names for the entities, for the primitives
+    when the family relabels them and for the types ``fam.type_labels`` names; the tables and lists the family
+    names shuffled, in that order."""
     rng = random.Random(seed)
     base = world_from_mapping(dict(raw))
     ents = [e for e, _ in base.entities]
-    prims = [p.name for p in base.primitives] if base.family == "token_workshop" else []
-    kinds = list(raw.get("token_types", raw.get("machine_kinds", [])))
-    taken = set(ents) | set(prims) | set(kinds) | set(base.entity_types)
-    for r in raw.get("recipes", []):
-        taken.update(p["name"] for p in r.get("params", []))
-    fresh = _fresh_names(rng, len(ents) + len(prims) + len(kinds), taken)
+    prims = [p.name for p in base.primitives] if fam.relabels_primitives else []
+    kinds = fam.type_labels(raw)
+    taken = set(ents) | {p.name for p in base.primitives} | set(kinds) | set(base.entity_types)
+    taken |= fam.reserved_labels(raw)
+    fresh = fresh_names(rng, len(ents) + len(prims) + len(kinds), taken)
     ent = dict(zip(ents, fresh))
     prim = dict(zip(prims, fresh[len(ents) :]))
     types = dict(zip(kinds, fresh[len(ents) + len(prims) :]))
     m = rename_mapping(raw, ent, prim, types)
     m["id"] = f"{id_prefix}-{rng.randrange(16**6):06x}"
     m["title"] = f"world {m['id']}"
-    for key in ("tokens", "initial", "machines"):
+    for key in fam.shuffled_tables:
         if key in m:
             m[key] = _shuffled_dict(rng, m[key])
-    for key in ("recipes", "tasks", "constraints"):
+    for key in fam.shuffled_lists:
         if key in m:
             rng.shuffle(m[key])
     return Replica(m, world_from_mapping(m), ent, prim, types)
@@ -184,7 +169,7 @@ def abstract_fingerprint(world: World, bounds: Bounds | None = None) -> Fingerpr
         world.budget.max_steps,
         world.budget.max_cost,
         world.budget.extra,
-        len(world.spec.constraints),
+        get_family(world.family).constraint_count(world),
         len(grounded_steps(world)),
         len(graph["nodes"]),
         len(graph["edges"]),

@@ -1,4 +1,8 @@
-"""The F/C synthesis prompt: one template, filled from a side's target, examples and demonstration."""
+"""The F/C synthesis prompt: one template per family, filled from a side's target, examples and demonstration.
+
+``render_prompt`` asks the target's family; ``render_step_prompt`` is the
+template of step-sequence families (``StepFamily``).
+"""
 
 from __future__ import annotations
 
@@ -7,16 +11,23 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._loader import world_from_mapping
-from ._model import World
 from ._pair_types import Demonstration, PrimitiveExample
-from ._render import GRAMMAR_TEXT, format_state, render_world
+from ._registry import get_family
+from ._render import GRAMMAR_TEXT, render_world
 
-__all__ = ["render_prompt"]
+__all__ = ["render_prompt", "render_step_prompt"]
 
 
 def render_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration], examples: Sequence[PrimitiveExample]) -> str:
-    """The F/C synthesis prompt body: handbook, examples, demonstrations, goal, grammar (same template for F and C)."""
+    """The F/C synthesis prompt body of a side, by its target's family (same template for F and C)."""
+    return get_family(target_raw["family"]).render_prompt(target_raw, demos, examples)
+
+
+def render_step_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration],
+                       examples: Sequence[PrimitiveExample]) -> str:
+    """The step-sequence prompt body: handbook, examples, demonstrations, goal, grammar."""
     fam = target_raw["family"]
+    family = get_family(fam)
     world = world_from_mapping(dict(target_raw))
     lines = [
         "You are given a complete, closed world. Everything that exists and every rule is stated below;",
@@ -33,12 +44,7 @@ def render_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration],
     for d in demos:
         src = d.source_raw
         lines.append("A valid solution of a different situation in this same world (other start and/or goal):")
-        if fam == "token_workshop":
-            lines.append("Its start " + format_state(fam, {k: v for k, v in src["initial"].items() if v > 0}))
-            lines.append("Its goal: hold at least " + ", ".join(f"{n} {k}" for k, n in src["goal"]["require"].items()))
-        else:
-            lines.append("Its start " + format_state(fam, {}))
-            lines.append("Its goal: place " + ", ".join(src["goal"]["scheduled"]))
+        lines += family.situation_lines(src)
         b, tb = src["budget"], target_raw["budget"]
         if b != tb:
             lines.append("Its budget: " + ", ".join(f"{k} {v}" for k, v in b.items()))
@@ -50,7 +56,7 @@ def render_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration],
         "",
         "=== YOUR TASK ===",
         f"Start from the initial state of world {world.id} in the handbook and reach its goal within its budget and constraints.",
-        "Goal: " + _goal_words(world),
+        "Goal: " + family.goal_words(world),
         "",
         GRAMMAR_TEXT,
         "",
@@ -58,8 +64,3 @@ def render_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration],
     ]
     return "\n".join(lines) + "\n"
 
-
-def _goal_words(world: World) -> str:
-    if world.family == "token_workshop":
-        return "hold at least " + ", ".join(f"{n} {t}" for t, n in world.spec.goal) + "."
-    return "place " + ", ".join(world.spec.goal) + "."

@@ -1,10 +1,17 @@
 """A second, independently written interpreter used only for differential replay.
 
 It reads the raw world mapping (the TOML document) directly, parses candidate
-text with its own line splitter, and re-implements both families without the
-checker's data structures.  It returns a plain ``Replay`` record so tests can
+text with its own line splitter, and re-implements the step-sequence families
+(token_workshop, schedule) without the checker's data structures; a program
+world (dataflow) goes to the program interpreter beside it,
+``_dataflow_reference``.  It returns a plain ``Replay`` record so tests can
 compare it field by field with ``check``: status, reason, first failing step,
 committed state (canonical), accumulated cost and executed count.
+
+The file is standalone (standard library only, no import of the rest of
+``worlds``): a CWR run copies it byte for byte into its run directory, and the
+rescorer loads that copy by path and reads ``replay``, ``_TokenRef`` and
+``_ScheduleRef``.  The families reach it through their ``reference_replay``.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Replay", "differential", "replay"]
+__all__ = ["Replay", "replay"]
 
 _STEP = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*\((.*)\)[ \t]*", re.ASCII)
 _ARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|0|[1-9][0-9]*", re.ASCII)
@@ -61,13 +68,10 @@ def _lines(text: str) -> list[tuple] | None:
 
 def replay(raw: Mapping[str, Any], text: str) -> Replay:
     """Interpret ``text`` against the world mapping ``raw``."""
-    if raw["family"] == "dataflow":  # programs, not step sequences: the family's own interpreter
-        from ._dataflow_reference import replay as replay_program
-
-        return replay_program(raw, text)
+    if raw["family"] in _PROGRAM_FAMILIES:
+        return _replay_program(raw, text)
     steps = _lines(text) if len(text) <= 1_000_000 else None
-    fam = raw["family"]
-    sem = _TokenRef(raw) if fam == "token_workshop" else _ScheduleRef(raw)
+    sem = _SEMANTICS[raw["family"]](raw)
     if steps is None:
         return Replay("MALFORMED", "schema", None, sem.canon(), 0, 0)
     cap_steps = raw["budget"]["max_steps"]
@@ -245,20 +249,14 @@ class _ScheduleRef:
         return tuple(sorted((t, m, s) for t, (m, s) in self.at.items()))
 
 
-def differential(result: Any, raw: Mapping[str, Any], text: str) -> tuple[tuple, tuple]:
-    """The checker's ``result`` on ``text`` and this replay, side by side.
+#: The step semantics of each step-sequence family this interpreter re-implements.
+_SEMANTICS = {"token_workshop": _TokenRef, "schedule": _ScheduleRef}
+#: Program families, interpreted by ``_dataflow_reference``.
+_PROGRAM_FAMILIES = ("dataflow",)
 
-    Both sides are (status, reason, first failing step, final state, cost,
-    executed count); strict differential replay requires them to be equal.
-    """
-    state = result.final_state
-    got = (
-        result.status.value,
-        None if result.reason is None else result.reason.value,
-        result.failing_step,
-        tuple(getattr(state, "inventory", None) or getattr(state, "placements", ())),
-        result.cost,
-        result.executed,
-    )
-    ref = replay(raw, text)
-    return got, (ref.status, ref.reason, ref.failing_step, ref.state, ref.cost, ref.executed)
+
+def _replay_program(raw: Mapping[str, Any], text: str) -> Any:
+    # deferred: a run directory without program worlds holds no copy of the program interpreter
+    from ._dataflow_reference import replay as replay_program
+
+    return replay_program(raw, text)

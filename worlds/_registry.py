@@ -7,7 +7,7 @@ import difflib
 from ._errors import FamilyRegistryError
 from ._model import Family
 
-__all__ = ["family_names", "get_family", "register_family"]
+__all__ = ["family_names", "get_family", "register_family", "registered_families", "unregister_family"]
 
 _FAMILIES: dict[str, Family] = {}
 
@@ -42,3 +42,15 @@ def get_family(name: str) -> Family:
 def family_names() -> tuple[str, ...]:
     """Registered family names, sorted."""
     return tuple(sorted(_FAMILIES))
+
+
+def registered_families() -> tuple[Family, ...]:
+    """Registered families, in the order they were registered."""
+    return tuple(_FAMILIES.values())
+
+
+def unregister_family(name: str) -> Family:
+    """Remove the family registered as ``name`` and return it (a test's own family, once the test is done)."""
+    family = get_family(name)
+    del _FAMILIES[name]
+    return family

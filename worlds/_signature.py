@@ -1,19 +1,12 @@
 """Canonical motif signatures of solutions: invariant to independent-step order and to renaming.
 
-Independence is a static relation on grounded steps, defined per family so
-that swapping two adjacent independent steps of a valid solution gives a valid
-solution with the same final state and cost:
-
-- token_workshop: a step *reads* its input and catalyst tokens and *writes*
-  its input and output tokens. Tokens named together in a ``never_together``
-  rule count as one resource (otherwise the intermediate state of the swapped
-  order could hold all of them at once). Two steps are dependent when one
-  writes a resource the other reads or writes.
-- schedule: two ``start`` steps are dependent when they place the same task or
-  one task is a direct predecessor (``after``) of the other. Machine, horizon,
-  deadline and ``no_overlap`` tests compare placements symmetrically and only
-  grow with the placement set, so they never depend on order.
-- any other family: every pair is dependent (the solution is a total order).
+``motif_signature`` asks the world's family.  For step sequences (``StepFamily``)
+this module computes it from the family's static independence relation on
+grounded steps (its ``dependency`` hook), defined so that swapping two adjacent
+independent steps of a valid solution gives a valid solution with the same
+final state and cost; a family without one treats every pair of steps as
+dependent (the solution is a total order).  ``worlds/README.md`` states the
+relation of each built-in family.
 
 The dependency relation turns a solution into a partial order of step
 occurrences (its trace). For every linearisation of that partial order the
@@ -27,24 +20,34 @@ primitives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ._errors import WorldsError
 from ._grammar import Step, parse_candidate
 from ._model import World
+from ._registry import get_family
 
 __all__ = [
     "MAX_LINEARISATIONS",
+    "as_steps",
     "dependent",
     "motif_signature",
+    "signature_text",
     "solution_classes",
+    "step_signature",
+    "step_signature_text",
+    "total_order",
 ]
+
+#: ``(world, steps) -> deps``: for each step, the indices of earlier steps it directly depends on.
+Dependency = Callable[[World, tuple[Step, ...]], list[set[int]]]
 
 #: Most linearisations examined for one signature before refusing.
 MAX_LINEARISATIONS = 200_000
 
 
-def _as_steps(solution: Sequence[Step | str]) -> tuple[Step, ...]:
+def as_steps(solution: Sequence[Step | str]) -> tuple[Step, ...]:
+    """The parsed steps of a solution given as steps or rendered steps."""
     out = []
     for s in solution:
         if isinstance(s, Step):
@@ -57,84 +60,35 @@ def _as_steps(solution: Sequence[Step | str]) -> tuple[Step, ...]:
     return tuple(out)
 
 
-def _token_footprint(world: World, st: Step, group: dict[str, str]):
-    recipe = next((r for r in world.spec.recipes if r.name == st.name), None)
-    if recipe is None:
-        raise WorldsError(f"{st.name!r} is not a recipe of world {world.id}")
-    bind = {p.name: a for p, a in zip(recipe.params, st.args)}
-
-    def res(ref: str) -> str:
-        tok = bind.get(ref, ref)
-        return group.get(tok, tok)
-
-    ins = {res(r) for r, _ in recipe.inputs}
-    reads = ins | {res(r) for r, _ in recipe.catalysts}
-    writes = ins | {res(t) for t, _ in recipe.outputs}
-    return frozenset(reads), frozenset(writes)
-
-
-def _never_together_groups(world: World) -> dict[str, str]:
-    """Token -> representative of its never_together group (union-find)."""
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent.get(x, x) != x:
-            x = parent[x]
-        return x
-
-    for kind, _scope, toks, _limit in world.spec.constraints:
-        if kind == "never_together":
-            roots = sorted({find(t) for t in toks})
-            for r in roots[1:]:
-                parent[r] = roots[0]
-    return {t: find(t) for t in parent}
-
-
-def _dependency(world: World, steps: tuple[Step, ...]) -> list[set[int]]:
-    """For each step, the indices of earlier steps it directly depends on."""
-    n = len(steps)
-    deps: list[set[int]] = [set() for _ in range(n)]
-    if world.family == "token_workshop":
-        group = _never_together_groups(world)
-        fp = [_token_footprint(world, s, group) for s in steps]
-        for j in range(n):
-            rj, wj = fp[j]
-            for i in range(j):
-                ri, wi = fp[i]
-                if wi & (rj | wj) or ri & wj:
-                    deps[j].add(i)
-    elif world.family == "schedule":
-        after = {t.name: set(t.after) for t in world.spec.tasks}
-        for j in range(n):
-            tj = steps[j].args[0]
-            for i in range(j):
-                ti = steps[i].args[0]
-                if ti == tj or ti in after.get(tj, ()) or tj in after.get(ti, ()):
-                    deps[j].add(i)
-    else:
-        for j in range(n):
-            deps[j].update(range(j))
-    return deps
+def total_order(world: World, steps: tuple[Step, ...]) -> list[set[int]]:
+    """The dependency relation of a family without an independence relation: every earlier step."""
+    return [set(range(j)) for j in range(len(steps))]
 
 
 def dependent(world: World, a: Step | str, b: Step | str) -> bool:
-    """Whether two grounded steps of ``world`` are dependent (must keep their order)."""
-    return bool(_dependency(world, _as_steps([a, b]))[1])
+    """Whether two grounded steps of a step-sequence ``world`` are dependent (must keep their order)."""
+    return bool(get_family(world.family).dependency(world, as_steps([a, b]))[1])
 
 
-def motif_signature(world: World, solution: Sequence[Step | str]) -> tuple:
-    """The canonical motif signature of ``solution`` (steps or rendered steps) in ``world``.
+def motif_signature(world: World, solution: Sequence) -> tuple:
+    """The canonical motif signature of ``solution`` (parsed or rendered steps) in ``world``, by its family."""
+    return get_family(world.family).signature(world, solution)
+
+
+def signature_text(world: World, signature: tuple) -> str:
+    """A compact text form of a signature of ``world``'s family."""
+    return get_family(world.family).signature_text(signature)
+
+
+def step_signature(world: World, solution: Sequence[Step | str], dependency: Dependency) -> tuple:
+    """The motif signature of a step sequence under the independence relation ``dependency``.
 
     A hashable tuple with one entry per step: (primitive label, argument labels,
     positions of the earlier steps it directly depends on).
     """
-    if world.family == "dataflow":  # programs: see ``_dataflow_pairs.program_signature``
-        from ._dataflow_pairs import program_signature
-
-        return program_signature(world, solution)
-    steps = _as_steps(solution)
+    steps = as_steps(solution)
     n = len(steps)
-    deps = _dependency(world, steps)
+    deps = dependency(world, steps)
     best: list[tuple | None] = [None]
     count = [0]
 
@@ -174,6 +128,16 @@ def motif_signature(world: World, solution: Sequence[Step | str]) -> tuple:
 
     walk([], [], {}, {})
     return best[0] if best[0] is not None else ()
+
+
+def step_signature_text(sig: tuple) -> str:
+    """A compact text form of a step-sequence signature."""
+    parts = []
+    for prim, args, deps in sig:
+        a = ",".join(str(v) for _, v in args)
+        d = ",".join(str(x) for x in deps)
+        parts.append(f"{prim}({a})<[{d}]")
+    return " ; ".join(parts)
 
 
 def solution_classes(world: World, solutions) -> tuple[tuple[tuple[str, ...], ...], ...]:

@@ -1,12 +1,11 @@
 """What a pair's construction compares: production edges, step subjects, replica isomorphism, structure hash.
 
-Production edges are type-level dependencies a solution realizes (which
-primitive's output a later step consumes or holds as a catalyst; for
-schedules, which predecessor a task follows on the same or another machine; for
-dataflow programs, which primitive's wire a later binding reads at which argument).
-The isomorphism certificate proves two replicas of one base equal under their
-explicit label bijection.  The structure hash identifies a base world's
-latent structure whatever its declaration order, id or title.
+Production edges are type-level dependencies a solution realizes; the world's
+family defines them (``Family.production_edges``).  The isomorphism
+certificate proves two replicas of one base equal under their explicit label
+bijection (``step_isomorphism`` compares the reachable state graphs of step
+sequences).  The structure hash identifies a base world's latent structure
+whatever its declaration order, id or title.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from ._grammar import Step, parse_candidate
 from ._graph import reachable_graph
 from ._model import World
 from ._pairs import Replica, rename_mapping
+from ._registry import get_family
 
 __all__ = [
     "inverse",
@@ -29,6 +29,7 @@ __all__ = [
     "one_step",
     "production_edges",
     "state_map",
+    "step_isomorphism",
     "step_map",
     "structure_hash",
     "structure_json",
@@ -36,45 +37,11 @@ __all__ = [
 ]
 
 
-def production_edges(world: World, solution: Sequence[str]) -> frozenset[tuple[str, str, str]]:
-    """Type-level production dependencies realized by a solution of ``world``.
-
-    token_workshop: (producer recipe, "input" | "catalyst", consumer recipe)
-    whenever a step consumes or holds as catalyst a token that an earlier step
-    of the solution produced.  schedule: (predecessor task, "same_machine" |
-    "cross_machine", task) for each precedence the solution realizes.
-    """
-    if world.family == "dataflow":
-        from ._dataflow_pairs import program_edges
-
-        return program_edges(world, solution)
-    steps = [one_step(s) for s in solution]
-    out: set[tuple[str, str, str]] = set()
-    if world.family == "token_workshop":
-        recipes = {r.name: r for r in world.spec.recipes}
-        producers: dict[str, set[str]] = {}
-        for st in steps:
-            r = recipes[st.name]
-            bind = {p.name: a for p, a in zip(r.params, st.args)}
-            for role, refs in (("input", r.inputs), ("catalyst", r.catalysts)):
-                for ref, _ in refs:
-                    for prod in producers.get(bind.get(ref, ref), ()):
-                        out.add((prod, role, r.name))
-            for tok, _ in r.outputs:
-                producers.setdefault(tok, set()).add(r.name)
-    elif world.family == "schedule":
-        after = {t.name: t.after for t in world.spec.tasks}
-        where: dict[str, str] = {}
-        for st in steps:
-            task, machine = st.args[0], st.args[1]
-            for pred in after[task]:
-                if pred in where:
-                    rel = "same_machine" if where[pred] == machine else "cross_machine"
-                    out.add((pred, rel, task))
-            where[task] = machine
-    else:
-        raise PairConstructionError(f"no production edges defined for family {world.family!r}")
-    return frozenset(out)
+def production_edges(world: World, solution: Sequence) -> frozenset[tuple[str, str, str]]:
+    """Type-level production dependencies ``(producer, relation, consumer)`` a solution of ``world`` realizes
+    (by its family: which recipe's output a later step consumes or holds as a catalyst, which predecessor a
+    task follows on the same or another machine, which primitive's wire a binding reads at which argument)."""
+    return get_family(world.family).production_edges(world, solution)
 
 
 def one_step(s: str | Step) -> Step:
@@ -88,28 +55,13 @@ def one_step(s: str | Step) -> Step:
 
 
 def subject_of(world: World, step: str) -> str:
-    """What a step exposes: its recipe (token_workshop), its task (schedule) or its primitive (a dataflow binding)."""
-    if world.family == "dataflow":
-        from ._dataflow import parse_program
-
-        got = parse_program(step)
-        if not got.ok or len(got.steps) != 1:
-            raise PairConstructionError(f"not a single binding in the program grammar: {step!r}")
-        return got.steps[0].name
-    st = one_step(step)
-    return st.name if world.family == "token_workshop" else f"start:{st.args[0]}"
+    """What a rendered step exposes, by the world's family (a recipe, a task, a primitive)."""
+    return get_family(world.family).subject_of(world, step)
 
 
-def state_map(family: str, state: Any, ent: Mapping[str, str]) -> Any:
-    """``state`` with its entities relabelled by ``ent``."""
-    from ._schedule import ScheduleState
-    from ._token_workshop import TokenState
-
-    if family == "token_workshop":
-        return TokenState.of({ent[k]: v for k, v in state.inventory})
-    if family == "schedule":
-        return ScheduleState(tuple(sorted((ent[t], ent[m], s) for t, m, s in state.placements)))
-    raise PairConstructionError(f"no state translation for family {family!r}")
+def state_map(world: World, state: Any, ent: Mapping[str, str]) -> Any:
+    """``state`` of ``world``'s step-sequence family with its entities relabelled by ``ent`` (``StepFamily.state_map``)."""
+    return get_family(world.family).state_map(state, ent)
 
 
 def step_map(step: str, ent: Mapping[str, str], prim: Mapping[str, str]) -> str:
@@ -124,8 +76,17 @@ def inverse(d: Mapping[str, str]) -> dict[str, str]:
     return {v: k for k, v in d.items()}
 
 
-def isomorphism_certificate(a: Replica, b: Replica) -> dict:
-    """Prove two replicas of one base isomorphic under their explicit label bijection.
+def isomorphism_certificate(a: Replica, b: Replica, enum_a=None, enum_b=None) -> dict:
+    """Prove two replicas of one base isomorphic under their explicit label bijection, by their family.
+
+    ``enum_a`` / ``enum_b``: the replicas' enumerations, when the caller has them (a family that compares
+    bounded solutions reads them; None enumerates).  Raises PairConstructionError on the first difference.
+    """
+    return get_family(a.world.family).isomorphism(a, b, enum_a, enum_b)
+
+
+def step_isomorphism(a: Replica, b: Replica) -> dict:
+    """Prove two replicas of a step-sequence base isomorphic under their explicit label bijection.
 
     The bijection is a's labels -> base -> b's labels. Checked: the mappings,
     written back in the base's labels, are structurally equal (budget,
@@ -134,7 +95,7 @@ def isomorphism_certificate(a: Replica, b: Replica) -> dict:
     (with costs, goal flags and final-rule flags) under the bijection.
     Raises PairConstructionError on the first difference.
     """
-    fam = a.world.family
+    fam = get_family(a.world.family)
     ent = {k: b.entities[v] for k, v in inverse(a.entities).items()}
     prim = {k: b.primitives[v] for k, v in inverse(a.primitives).items()}
     ty = {k: b.types[v] for k, v in inverse(a.types).items()}
@@ -143,15 +104,15 @@ def isomorphism_certificate(a: Replica, b: Replica) -> dict:
     if back_a != back_b:
         raise PairConstructionError(f"{a.world.id} and {b.world.id}: mappings differ under the label bijection")
     ga, gb = reachable_graph(a.world), reachable_graph(b.world)
-    if state_map(fam, ga["initial"], ent) != gb["initial"]:
+    if fam.state_map(ga["initial"], ent) != gb["initial"]:
         raise PairConstructionError("initial states differ under the bijection")
-    mapped_nodes = {state_map(fam, s, ent): f for s, f in ga["nodes"].items()}
+    mapped_nodes = {fam.state_map(s, ent): f for s, f in ga["nodes"].items()}
     if mapped_nodes != gb["nodes"]:
         raise PairConstructionError(
             f"{a.world.id} and {b.world.id}: reachable states or their goal/final flags differ under the bijection"
         )
     mapped_edges = {
-        (state_map(fam, s, ent), step_map(st, ent, prim), state_map(fam, t, ent), c)
+        (fam.state_map(s, ent), step_map(st, ent, prim), fam.state_map(t, ent), c)
         for s, st, t, c in ga["edges"]
     }
     if mapped_edges != gb["edges"]:
@@ -172,12 +133,7 @@ def structure_json(m: Mapping[str, Any]) -> str:
     d = copy.deepcopy(dict(m))
     for k in ("id", "title", "examples"):
         d.pop(k, None)
-    for key, by in (("recipes", "name"), ("tasks", "name")):
-        if key in d:
-            d[key] = sorted(d[key], key=lambda x: x[by])
-    for key in ("token_types", "machine_kinds"):
-        if key in d:
-            d[key] = sorted(d[key])
+    get_family(d["family"]).sort_declarations(d)
     if "constraints" in d:
         d["constraints"] = sorted(d["constraints"], key=lambda c: canonical_json(c, ensure_ascii=True))
     return canonical_json(d, ensure_ascii=True)

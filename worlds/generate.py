@@ -2,6 +2,7 @@
 
     python -m worlds.generate --family token_workshop --seed 1 --n 4 --tier T3 [--out DIR]
     python -m worlds.generate --family schedule --seed 1 --n 4 --tier T2
+    python -m worlds.generate --family dataflow --seed 1 --n 4 --tier T1
 
 Prints one JSON object: the call's parameters, the pair ids, the draws, the
 rejection counts by reason, the refused demonstration candidates by reason and
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 from ._errors import WorldsError
-from ._generate import GENERATED_FAMILIES, generate_pairs
+from ._generate import generate_pairs, generated_families
 from ._tiers import TIERS
 
 
@@ -30,7 +31,7 @@ def manifest_text(manifest: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m worlds.generate", description="seeded certified F/C pairs")
-    ap.add_argument("--family", default="token_workshop", choices=GENERATED_FAMILIES)
+    ap.add_argument("--family", default="token_workshop", choices=generated_families())
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--n", type=int, default=1)
     ap.add_argument("--tier", default="T3", choices=TIERS)

@@ -1,6 +1,6 @@
 """Certification of the dataflow checker path: worlds, brute force, mutants and named checks.
 
-A mutant patches ``worlds._dataflow_check`` (its ``get_family`` view of the
+A mutant patches ``worlds._checker`` (its ``get_family`` view of the
 family, or one of its cap tests) for its duration and restores it in
 ``finally``; the family module, the enumerator and the reference interpreter
 are never patched: they are the witnesses.  Witness outcomes (the reference
@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import worlds
-import worlds._dataflow_check as dck
+import worlds._checker as ck
 from worlds import Binding, Status, check, enumerate_programs, world_from_mapping
-from worlds._dataflow import DataflowState, canonical_wire
+from worlds.families.dataflow import DataflowState, canonical_wire
 from worlds._dataflow_reference import replay
 
 from ._mutants import FamilyProxy, patched
@@ -121,7 +121,7 @@ def brute_force(world, depth: int) -> tuple[tuple[str, ...], ...]:
         for prefix in frontier:
             for b in alphabet:
                 seq = prefix + (b,)
-                r = dck.check_bindings(world, seq)
+                r = ck.check_steps(world, seq)
                 if r.status is Status.VALID:
                     found.append(tuple(x.render() for x in seq))
                 if r.failing_step is None:
@@ -284,13 +284,13 @@ def first_killer(make) -> str | None:
 
 
 def _patched(**attrs):
-    return patched(dck, **attrs)
+    return patched(ck, **attrs)
 
 
 def _family_mutant(make):
     @contextmanager
     def cm():
-        real_get = dck.get_family
+        real_get = ck.get_family
 
         def get(name):
             fam = real_get(name)
@@ -310,8 +310,8 @@ def _values_mutant(mutate):
     """The checker computes one operation wrongly: ``mutate(op, xs, modulus, value)`` returns the value or None (unchanged)."""
 
     def make(fam):
-        def bind(world, state, b):
-            got = fam.bind(world, state, b)
+        def transition(world, state, b):
+            got = fam.transition(world, state, b)
             if not isinstance(got, tuple):
                 return got
             nxt, cost = got
@@ -329,17 +329,17 @@ def _values_mutant(mutate):
                 wires.append(w)
             return DataflowState(tuple(wires), nxt.uses, nxt.read), cost
 
-        return {"bind": bind}
+        return {"transition": transition}
 
     return _family_mutant(make)
 
 
 def _allow_rebinding(fam):
-    def bind(world, state, b):
+    def transition(world, state, b):
         kept = tuple(w for w in state.wires if w[0] != b.target)
-        return fam.bind(world, DataflowState(kept, state.uses, state.read), b)
+        return fam.transition(world, DataflowState(kept, state.uses, state.read), b)
 
-    return {"bind": bind}
+    return {"transition": transition}
 
 
 def _accept_wrong_type(fam):
@@ -369,14 +369,14 @@ def _goal_ignores_type(fam):
 
 
 def _forget_reads(fam):
-    def bind(world, state, b):
-        got = fam.bind(world, state, b)
+    def transition(world, state, b):
+        got = fam.transition(world, state, b)
         if not isinstance(got, tuple):
             return got
         nxt, cost = got
         return DataflowState(nxt.wires, nxt.uses, state.read), cost
 
-    return {"bind": bind}
+    return {"transition": transition}
 
 
 MUTANTS = {

@@ -1,8 +1,8 @@
 """Deliberately broken checkers and the certification suite that must catch them.
 
 A mutant is a context manager that patches attributes of ``worlds._checker``
-(``check_steps``, ``_resolve`` or ``get_family``) for its duration and restores
-them in ``finally``. The real checker's source is never edited, and the
+(``check_steps`` or ``get_family``, the checker's view of a family) for its
+duration and restores them in ``finally``. The real checker's source is never edited, and the
 enumerator and the reference interpreter are never patched: they are the
 independent witnesses the certification suite compares against.
 
@@ -32,9 +32,9 @@ from worlds import (
     grounded_steps,
     world_from_mapping,
 )
-from worlds._reference import differential
+from worlds import ScheduleState
+from worlds._checker import differential
 from worlds._model import INT_TYPE
-from worlds._schedule import ScheduleState
 
 from ._worlds import SHIPPED, TINY_SCHEDULE, raw
 
@@ -341,20 +341,21 @@ def _no_limits(fam):
 
 
 def _machine_never_busy(fam):
-    def apply(world, state, name, args):
+    def transition(world, state, st):
         # hide the other placements' machines so the busy test never matches
         hidden = ScheduleState(tuple((t, "\0", s) for t, _, s in state.placements))
-        got = fam.apply(world, hidden, name, args)
+        got = fam.transition(world, hidden, st)
         if isinstance(got, Failure):
             return got
         _, cost = got
-        return ScheduleState(tuple(sorted(state.placements + (tuple(args),)))), cost
+        return ScheduleState(tuple(sorted(state.placements + (tuple(st.args),)))), cost
 
-    return {"apply": apply}
+    return {"transition": transition}
 
 
-def _resolve_ignoring_entity_type(world, st):
-    """A copy of ``_resolve`` with the 'entity of the right type' test left out."""
+def _resolve_ignoring_entity_type(world, state, st):
+    """A copy of the step resolution (``worlds._steps.resolve_step``) with the 'entity of the right type' test
+    left out."""
     prim = world.primitive(st.name)
     if prim is None:
         return Failure(Reason.UNKNOWN_PRIMITIVE, f"{st.name!r} is not a primitive")
@@ -371,10 +372,8 @@ def _resolve_ignoring_entity_type(world, st):
     return None
 
 
-@contextmanager
-def _accept_wrong_entity_type():
-    with _patched(_resolve=_resolve_ignoring_entity_type):
-        yield
+def _ignore_entity_type(fam):
+    return {"resolve": _resolve_ignoring_entity_type}
 
 
 def _commit_failing_step(real):
@@ -489,7 +488,7 @@ MUTANTS: dict[str, tuple[Callable, str, str]] = {
         "a step failing a budget or constraint test is still committed",
     ),
     "accept_wrong_entity_type": (
-        lambda: _accept_wrong_entity_type(),
+        _family_mutant(None, _ignore_entity_type),
         "examples",
         "an entity of the wrong type is accepted as an argument",
     ),

@@ -26,7 +26,7 @@ from worlds import (
     parse_program,
     world_from_mapping,
 )
-from worlds._dataflow_reference import differential
+from worlds._checker import differential
 from worlds._grammar import MAX_INT_DIGITS
 
 from ._dataflow_mutants import CERT_BIT, CERT_NUM, cert, random_program, shipped

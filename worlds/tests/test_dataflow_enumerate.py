@@ -23,7 +23,7 @@ from worlds import (
     parse_program,
     world_from_mapping,
 )
-from worlds._dataflow import canonical_wire
+from worlds.families.dataflow import canonical_wire
 
 from ._dataflow_mutants import CERT_BIT, CERT_NUM, all_sequences, brute_force, cert, shipped
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import worlds._dataflow_check as dck
+import worlds._checker as ck
 
 from ._dataflow_mutants import CHECK_ORDER, CHECKS, MUTANTS, first_killer, run_check
 
@@ -37,9 +37,9 @@ def test_real_checker_passes_certification(check_name):
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_mutant_is_killed_by_its_pinned_first_check(mutant):
     make, _ = MUTANTS[mutant]
-    before = (dck.get_family, dck._over_step_cap, dck._over_cost_cap)
+    before = (ck.get_family, ck._over_step_cap, ck._over_cost_cap)
     killer = first_killer(make)
-    assert (dck.get_family, dck._over_step_cap, dck._over_cost_cap) == before, "mutant not restored"
+    assert (ck.get_family, ck._over_step_cap, ck._over_cost_cap) == before, "mutant not restored"
     assert killer is not None, f"mutant {mutant} survived every certification check"
     assert killer == FIRST_KILLER[mutant]
 

@@ -10,14 +10,15 @@ import random
 import pytest
 
 import worlds
-from worlds._dataflow_pairs import (
+from worlds.families.dataflow import (
+    dataflow_isomorphism,
+    dataflow_tier_params,
     instantiate_dataflow_replica,
     program_copy_audit,
     program_edges,
     program_signature,
 )
-from worlds._generate import _draw_dataflow_world
-from worlds._tiers import dataflow_tier_params
+from worlds.families.dataflow import draw_world as _draw_dataflow_world
 
 from ._dataflow_mutants import brute_force
 
@@ -34,7 +35,7 @@ def test_generated_pairs_hold_every_certificate(tier):
     for pair, spec in zip(result.pairs, result.specs):
         m = pair.manifest
         worlds.validate_manifest(m)
-        assert pair.family == "dataflow" and pair.pair_id.startswith(f"GEN-DF-{tier}-2026-")
+        assert "dataflow" == pair.family and pair.pair_id.startswith(f"GEN-DF-{tier}-2026-")
         assert m["tier"]["name"] == tier and worlds.tier_of(m["tier"]["properties"]) == tier
         assert m["all_bounded_solutions_require_holdout"] is True and pair.novelty == worlds.MOTIF_REQUIRED
         assert m["exact_or_renamed_demo_solves_target"] is False and m["interchangeable_edges"] == []
@@ -87,8 +88,6 @@ def test_the_replica_certificate_refuses_a_changed_world():
     spec = _generated("T1").specs[0]
     a = instantiate_dataflow_replica(spec.base_raw, 11, "W")
     b = instantiate_dataflow_replica(spec.base_raw, 12, "W")
-    from worlds._dataflow_pairs import dataflow_isomorphism
-
     cert = dataflow_isomorphism(a, b, worlds.enumerate_programs(a.world), worlds.enumerate_programs(b.world))
     assert cert["goal_states"] == len(worlds.enumerate_programs(b.world).solutions) >= 1
     changed = dict(b.raw)

@@ -210,7 +210,7 @@ def test_schedule_pairs_carry_every_certificate(tier, seed, n):
         g = m["generator"]
         assert pair.pair_id == m["pair_id"] and pair.pair_id.startswith(f"GEN-SCH-{tier}-{seed}-")
         assert (g["version"], g["seed"], g["tier"], g["family"]) == (GENERATOR_VERSION, seed, tier, "schedule")
-        assert m["family"] == "schedule" and pair.f.target.family == "schedule"
+        assert "schedule" == m["family"] == pair.f.target.family
         assert m["tier"]["name"] == tier == worlds.tier_of(m["tier"]["properties"])
         assert m["novelty"] == "motif-required" and m["all_bounded_solutions_require_holdout"] is True
         assert m["exact_or_renamed_demo_solves_target"] is False and m["target_witness_hidden"] is True

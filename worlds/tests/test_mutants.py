@@ -20,10 +20,10 @@ def test_real_checker_passes_certification(check_name):
 )
 def test_mutant_is_killed(mutant, killer):
     make, _, _ = MUTANTS[mutant]
-    before = (ck.check_steps, ck._resolve, ck.get_family)
+    before = (ck.check_steps, ck.get_family, ck._over_step_cap, ck._over_cost_cap)
     with make():
         found = run_check(killer)
-    assert (ck.check_steps, ck._resolve, ck.get_family) == before, "mutant not restored"
+    assert (ck.check_steps, ck.get_family, ck._over_step_cap, ck._over_cost_cap) == before, "mutant not restored"
     assert found, f"mutant {mutant} survived certification check {killer}"
 
 

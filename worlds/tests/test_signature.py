@@ -11,6 +11,7 @@ from worlds import (
     check,
     dependent,
     enumerate_solutions,
+    get_family,
     load_world,
     motif_signature,
     parse_candidate,
@@ -43,7 +44,7 @@ def _rename_solution(sol, ent: dict, prim: dict) -> tuple[str, ...]:
 def _renaming(draw, stem):
     world = WORLDS[stem]
     ents = [e for e, _ in world.entities]
-    prims = [p.name for p in world.primitives if world.family == "token_workshop"]
+    prims = [p.name for p in world.primitives] if get_family(world.family).relabels_primitives else []
     prefix = draw(st.sampled_from(["x", "Q_", "tok", "z9_", "_"]))
     order = draw(st.permutations(range(len(ents) + len(prims))))
     names = [f"{prefix}{i}" for i in order]

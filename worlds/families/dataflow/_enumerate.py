@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import itertools
 
-from ._dataflow import Binding, canonical_wire
-from ._enumerate import MAX_ENUMERATION_DEPTH, Bounds, Enumeration, EnumerationLimitError
-from ._errors import WorldsError
-from ._model import Failure, World
-from ._registry import get_family
+from ..._enumerate import MAX_ENUMERATION_DEPTH, Bounds, Enumeration, EnumerationLimitError
+from ..._errors import WorldsError
+from ..._model import Failure, World
+from ..._registry import get_family
+from ._grammar import Binding, canonical_wire
+from ._state import DataflowSpec
 
 __all__ = ["enumerate_programs", "program_alphabet"]
 
@@ -130,7 +131,7 @@ def _reader_bound(world: World):
 
 def enumerate_programs(world: World, bounds: Bounds | None = None) -> Enumeration:
     """All valid programs of a dataflow ``world`` within ``bounds`` (and its budget), in canonical form."""
-    if not isinstance(world, World) or world.family != "dataflow":
+    if not isinstance(world, World) or not isinstance(world.spec, DataflowSpec):
         raise WorldsError("enumerate_programs() needs a dataflow World (from load_world)")
     b = bounds or Bounds()
     max_steps = world.budget.max_steps if b.max_steps is None else min(b.max_steps, world.budget.max_steps)

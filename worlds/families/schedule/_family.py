@@ -4,72 +4,46 @@ The solution shape is a timeline rather than a production chain: each step
 ``start(task, machine, time)`` fixes one task on one machine over
 ``[time, time + duration)``.  State: the canonical sorted tuple of
 placements (task, machine, start).
+
+This module holds the world file and the semantics; ``_state`` the state and
+spec records, ``_structure`` the pair hooks (production edges, independence,
+relabelling), ``_text`` the handbook and prompt text, ``_generate`` the
+generator's drawers and tier parameters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from ._model import INT_TYPE, Failure, Param, Primitive, Reason, World
-from ._validate import V
+from ... import _reference
+from ..._model import INT_TYPE, Failure, Param, Primitive, Reason, World
+from ..._steps import StepFamily
+from ..._tiers import distractor_entities
+from ..._validate import V
+from . import _generate, _structure, _text
+from ._state import PRIMITIVE, ScheduleSpec, ScheduleState, Task
 
-__all__ = ["Schedule", "ScheduleSpec", "ScheduleState", "Task"]
-
-PRIMITIVE = "start"
-
-
-@dataclass(frozen=True, order=True)
-class ScheduleState:
-    """Placements: (task, machine, start) triples sorted by task (canonical, hashable)."""
-
-    placements: tuple[tuple[str, str, int], ...]
-
-    def placed(self, task: str) -> tuple[str, str, int] | None:
-        for p in self.placements:
-            if p[0] == task:
-                return p
-        return None
-
-
-@dataclass(frozen=True)
-class Task:
-    """A task: name, duration (time units), machine kind it needs, predecessors (must end before it starts)."""
-
-    name: str
-    duration: int
-    kind: str
-    after: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ScheduleSpec:
-    """schedule semantics.
-
-    machines: sorted (machine, kind, rate); a placement costs duration * rate.
-    tasks: tasks sorted by name.
-    goal: tasks that must all be placed.
-    constraints: sorted (kind, tasks, by): ``deadline`` (tasks[0] ends by ``by``) or
-        ``no_overlap`` (the named tasks never run at overlapping times, on any machines);
-        both are checked on every committed state.
-    horizon: every task ends by this time (budget).
-    """
-
-    machines: tuple[tuple[str, str, int], ...]
-    tasks: tuple[Task, ...]
-    goal: tuple[str, ...]
-    constraints: tuple[tuple[str, tuple[str, ...], int], ...]
-    horizon: int
+__all__ = ["Schedule"]
 
 
 _KINDS = ("deadline", "no_overlap")
 
 
-class Schedule:
+class Schedule(StepFamily):
+    """The ``schedule`` family (see the module docstring and worlds/README.md)."""
+
     name = "schedule"
     fields = ("machine_kinds", "machines", "tasks", "goal", "constraints")
     budget_fields = ("horizon",)
+    #: the one primitive ``start`` is part of the grammar: a replica keeps its name.
+    relabels_primitives = False
+    reference_sources = (Path(_reference.__file__).resolve(),)
+    shuffled_tables = ("machines",)
+    shuffled_lists = ("tasks", "constraints")
+    state_lines = _text.STATE_LINES
+    generator = _generate.GENERATOR
 
     def validate(self, raw: Mapping[str, Any], err) -> None:
         v = V(err)
@@ -302,3 +276,43 @@ class Schedule:
 
     def describe_state(self, state: ScheduleState):
         return {t: {"machine": m, "start": s} for t, m, s in state.placements}
+
+    def state_from_described(self, world: World, described: Mapping[str, Any]) -> ScheduleState:
+        return ScheduleState(tuple(sorted((t, p["machine"], p["start"]) for t, p in described.items())))
+
+    def reference_replay(self, raw: Mapping[str, Any], text: str):
+        return _reference.replay(raw, text)
+
+    def replay_state(self, state: ScheduleState) -> tuple:
+        return tuple(state.placements)
+
+    def goal_progress(self, world: World, state: ScheduleState) -> int:
+        return sum(state.placed(task) is not None for task in world.spec.goal)
+
+    # ---- pairs, tiers, text and generation (the family's other modules) ---------
+
+    sort_declarations = staticmethod(_structure.sort_declarations)
+    relabel = staticmethod(_structure.relabel)
+    production_edges = staticmethod(_structure.production_edges)
+    dependency = staticmethod(_structure.dependency)
+    state_space_bound = staticmethod(_structure.state_space_bound)
+
+    def subject(self, world: World, step) -> str:
+        """The task a ``start`` step places."""
+        return f"start:{step.args[0]}"
+
+    def state_map(self, state: ScheduleState, ent: Mapping[str, str]) -> ScheduleState:
+        return ScheduleState(tuple(sorted((ent[t], ent[m], s) for t, m, s in state.placements)))
+
+    def type_labels(self, raw: Mapping[str, Any]) -> list[str]:
+        return list(raw["machine_kinds"])
+
+    def extra_tier_properties(self, world: World, optimal: Sequence[Sequence[str]]) -> dict[str, Any]:
+        """``distractor_entities``: ``start`` is the only primitive, so the distractors are tasks and machines."""
+        return {"distractor_entities": distractor_entities(world, optimal)}
+
+    raw_of_world = staticmethod(_text.raw_of_world)
+    handbook_lines = staticmethod(_text.handbook_lines)
+    format_state = staticmethod(_text.format_state)
+    situation_lines = staticmethod(_text.situation_lines)
+    goal_words = staticmethod(_text.goal_words)

@@ -18,231 +18,33 @@ every wire value is in range.
 
 State: the canonical sorted tuples of bound wires ``(name, type, depth,
 values)``, primitive use counts and the names of wires read by some binding.
+
+This module holds the world file, the semantics and the family object;
+``_state`` the records and the operation library, ``_grammar`` the binding
+grammar, ``_enumerate`` the enumerator, ``_pairs`` the program counterparts of
+a pair's parts, ``_text`` the handbook and prompt, ``_metrics`` the tier
+properties and search metrics, ``_generate`` the generator's drawers.  The
+reference interpreter is the standalone ``worlds/_dataflow_reference.py``.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from ._grammar import ParseResult, _parse_line, _skip_ws, MAX_ARTIFACT_CHARS
-from ._model import Failure, Param, Primitive, Reason, World
-from ._validate import V
+from ... import _dataflow_reference, _reference
+from ..._model import Failure, Param, Primitive, Reason, World
+from ..._validate import V
+from . import _generate, _metrics, _pairs, _text
+from ._enumerate import enumerate_programs, program_alphabet
+from ._grammar import CANONICAL_WIRE, Binding, bindings, parse_program
+from ._state import OPS, DataflowSpec, DataflowState, DfPrimitive, describe, evaluate
 
-__all__ = [
-    "OPS",
-    "Binding",
-    "Dataflow",
-    "DataflowSpec",
-    "DataflowState",
-    "DfPrimitive",
-    "canonical_wire",
-    "parse_program",
-]
+__all__ = ["Dataflow"]
 
-#: The operation library: name -> arity.  Logical operations read a value as
-#: true when it is not 0 and give 1 or 0; ``select(c, x, y)`` is x when c is
-#: not 0, else y; ``const`` takes no argument and gives the primitive's value.
-OPS: dict[str, int] = {
-    "const": 0,
-    "neg": 1,
-    "not": 1,
-    "add": 2,
-    "sub": 2,
-    "mul": 2,
-    "min": 2,
-    "max": 2,
-    "eq": 2,
-    "lt": 2,
-    "and": 2,
-    "or": 2,
-    "xor": 2,
-    "nand": 2,
-    "select": 3,
-}
-
-#: Names of the form ``w<digits>`` are the enumerator's canonical names for
-#: intermediate wires; inputs and the goal wire may not take one.
-CANONICAL_WIRE = re.compile(r"^w[0-9]+$", re.ASCII)
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _CONSTRAINT_KINDS = ("max_uses", "no_dead_wires")
 _MAX_CASES = 64
-
-
-def canonical_wire(i: int) -> str:
-    """The enumerator's name of the wire bound by step ``i`` (0-based): ``w1``, ``w2``, ..."""
-    return f"w{i + 1}"
-
-
-@dataclass(frozen=True)
-class Binding:
-    """One parsed binding ``target = name(args)``.
-
-    ``args`` holds wire names as ``str`` and integer literals as ``int`` (an
-    integer is never a wire, so it fails the type check, not the grammar).
-    ``line`` is the 1-based line of the text it came from.
-    """
-
-    target: str
-    name: str
-    args: tuple[str | int, ...]
-    line: int = 0
-
-    def render(self) -> str:
-        """The binding written back in the grammar (canonical spacing)."""
-        return f"{self.target} = {self.name}({', '.join(str(a) for a in self.args)})"
-
-
-def parse_program(text: str) -> ParseResult:
-    """Parse a dataflow program; never raises on a ``str``, linear time in its length.
-
-    The binding grammar is the generic step grammar with a binder in front::
-
-        binding := [ \\t]* NAME [ \\t]* "=" step
-
-    ``ParseResult.steps`` then holds ``Binding`` values.  Blank lines,
-    ``#`` comments, CR-LF line ends and the length and digit limits are the
-    generic grammar's.
-    """
-    if not isinstance(text, str):
-        from ._errors import CheckerUsageError
-
-        raise CheckerUsageError(
-            f"candidate text must be str, got {type(text).__name__}; decode bytes before checking"
-        )
-    if len(text) > MAX_ARTIFACT_CHARS:
-        return ParseResult(False, (), 1, 1, f"artifact longer than {MAX_ARTIFACT_CHARS} characters")
-    out: list[Binding] = []
-    for idx, raw in enumerate(text.split("\n")):
-        lineno = idx + 1
-        s = raw.removesuffix("\r")
-        body = s.strip(" \t")
-        if not body or body.startswith("#"):
-            continue
-        i = _skip_ws(s, 0)
-        m = _NAME.match(s, i)
-        if m is None:
-            return ParseResult(False, tuple(out), lineno, i + 1,
-                               "expected a wire name ([A-Za-z_][A-Za-z0-9_]*) to bind: NAME = primitive(args)")
-        j = _skip_ws(s, m.end())
-        if j >= len(s) or s[j] != "=":
-            return ParseResult(False, tuple(out), lineno, j + 1,
-                               f"expected '=' after wire name {m.group(0)!r}; write NAME = primitive(args)")
-        # the rest is one generic step; blanking the binder keeps every column
-        got = _parse_line(" " * (j + 1) + s[j + 1:], lineno)
-        if isinstance(got, tuple):
-            col, msg = got
-            return ParseResult(False, tuple(out), lineno, col, msg)
-        out.append(Binding(m.group(0), got.name, got.args, lineno))
-    if not out:
-        return ParseResult(False, (), 1, 1, "the artifact contains no binding")
-    return ParseResult(True, tuple(out))
-
-
-@dataclass(frozen=True)
-class DfPrimitive:
-    """A supplied primitive: its name, library operation, parameter and result types, cost, constant value."""
-
-    name: str
-    op: str
-    params: tuple[str, ...]
-    result: str
-    cost: int
-    value: int = 0
-
-
-@dataclass(frozen=True)
-class DataflowSpec:
-    """dataflow semantics.
-
-    types: sorted (type, modulus); values of a type are 0 .. modulus - 1.
-    inputs: sorted (input wire, type).
-    primitives: sorted by name.
-    goal_wire, goal_type: the wire the program must bind, and its type.
-    cases: the input vectors, each a sorted tuple of (input, value), in file order.
-    expect: the goal wire's required value on each case.
-    max_uses: sorted (primitive, limit); checked on every committed state.
-    no_dead_wires: whether every bound wire other than the goal wire must be
-        read by a later binding (checked once, at the end).
-    max_depth: longest path from an input to any bound wire (inputs: 0).
-    """
-
-    types: tuple[tuple[str, int], ...]
-    inputs: tuple[tuple[str, str], ...]
-    primitives: tuple[DfPrimitive, ...]
-    goal_wire: str
-    goal_type: str
-    cases: tuple[tuple[tuple[str, int], ...], ...]
-    expect: tuple[int, ...]
-    max_uses: tuple[tuple[str, int], ...]
-    no_dead_wires: bool
-    max_depth: int
-
-    def modulus(self, type_name: str) -> int:
-        return dict(self.types)[type_name]
-
-    def primitive(self, name: str) -> DfPrimitive | None:
-        for p in self.primitives:
-            if p.name == name:
-                return p
-        return None
-
-
-@dataclass(frozen=True, order=True)
-class DataflowState:
-    """Bound wires (name, type, depth, values per case), use counts, wires read; all sorted tuples."""
-
-    wires: tuple[tuple[str, str, int, tuple[int, ...]], ...]
-    uses: tuple[tuple[str, int], ...] = ()
-    read: tuple[str, ...] = ()
-
-    def wire(self, name: str) -> tuple[str, str, int, tuple[int, ...]] | None:
-        for w in self.wires:
-            if w[0] == name:
-                return w
-        return None
-
-    def count(self, primitive: str) -> int:
-        return dict(self.uses).get(primitive, 0)
-
-
-def evaluate(op: str, xs: tuple[int, ...], modulus: int, value: int = 0) -> int:
-    """One library operation on one case's argument values, reduced modulo ``modulus``."""
-    if op == "const":
-        r = value
-    elif op == "neg":
-        r = -xs[0]
-    elif op == "not":
-        r = 1 if xs[0] == 0 else 0
-    elif op == "add":
-        r = xs[0] + xs[1]
-    elif op == "sub":
-        r = xs[0] - xs[1]
-    elif op == "mul":
-        r = xs[0] * xs[1]
-    elif op == "min":
-        r = min(xs[0], xs[1])
-    elif op == "max":
-        r = max(xs[0], xs[1])
-    elif op == "eq":
-        r = 1 if xs[0] == xs[1] else 0
-    elif op == "lt":
-        r = 1 if xs[0] < xs[1] else 0
-    elif op == "and":
-        r = 1 if xs[0] != 0 and xs[1] != 0 else 0
-    elif op == "or":
-        r = 1 if xs[0] != 0 or xs[1] != 0 else 0
-    elif op == "xor":
-        r = 1 if (xs[0] != 0) != (xs[1] != 0) else 0
-    elif op == "nand":
-        r = 0 if xs[0] != 0 and xs[1] != 0 else 1
-    elif op == "select":
-        r = xs[1] if xs[0] != 0 else xs[2]
-    else:  # unreachable: the loader refuses an unknown operation
-        raise ValueError(op)
-    return r % modulus
 
 
 class Dataflow:
@@ -251,6 +53,17 @@ class Dataflow:
     name = "dataflow"
     fields = ("types", "inputs", "primitives", "goal", "constraints")
     budget_fields = ("max_depth",)
+    step_type = Binding
+    step_cap_name = "node cap"
+    solution_noun = "programs"
+    relabels_primitives = True
+    grammar_name = "worlds dataflow program grammar v1"
+    grammar_digest_text = _text.DATAFLOW_GRAMMAR_TEXT
+    reference_sources = (Path(_reference.__file__).resolve(), Path(_dataflow_reference.__file__).resolve())
+    state_lines = None
+    generator = _generate.GENERATOR
+    #: a World keeps no mapping a program handbook could be rebuilt from
+    raw_of_world = None
 
     # ---- the world file ------------------------------------------------------
 
@@ -450,15 +263,136 @@ class Dataflow:
         return w is not None and w[1] == world.spec.goal_type and w[3] == world.spec.expect
 
     def describe_state(self, state: DataflowState):
+        return describe(state)
+
+    def state_from_described(self, world: World, described: Mapping[str, Any]) -> DataflowState:
+        wires = described.get("wires", {})
+        return DataflowState(
+            tuple(sorted((n, w["type"], w["depth"], tuple(w["values"])) for n, w in wires.items())),
+            tuple(sorted(described.get("uses", {}).items())),
+            tuple(sorted(described.get("read", []))),
+        )
+
+    # ---- the program grammar and the checker's hooks ---------------------------
+
+    def parse(self, text: str):
+        return parse_program(text)
+
+    def transition(self, world: World, state: DataflowState, b: Binding):
+        return self.bind(world, state, b)
+
+    def goal_miss(self, world: World, state: DataflowState) -> str:
+        """Why the goal does not hold, in words."""
+        spec = world.spec
+        w = state.wire(spec.goal_wire)
+        if w is None:
+            why = f"the goal wire {spec.goal_wire} is never bound"
+        elif w[1] != spec.goal_type:
+            why = f"the goal wire {spec.goal_wire} is a {w[1]}, the goal needs a {spec.goal_type}"
+        else:
+            wrong = [c for c, (x, y) in enumerate(zip(w[3], spec.expect)) if x != y]
+            if wrong:
+                why = f"the goal wire {spec.goal_wire} differs from the expected value on case {wrong[0]}"
+            else:
+                why = f"the goal wire {spec.goal_wire} does not meet the goal"
+        return f"every binding is legal but {why}"
+
+    def trajectory(self, world: World, solution: Sequence) -> list[DataflowState]:
+        out, s = [], world.initial_state
+        for b in bindings(solution):
+            s = self.bind(world, s, b)[0]
+            out.append(s)
+        return out
+
+    # ---- enumeration and the reference interpreter ------------------------------
+
+    enumerate = staticmethod(enumerate_programs)
+
+    def alphabet(self, world: World, state: DataflowState, index: int) -> list[Binding]:
+        return program_alphabet(world, state, index)
+
+    def alphabet_size(self, world: World) -> int:
+        return len(program_alphabet(world, world.initial_state, 0))
+
+    def reference_replay(self, raw: Mapping[str, Any], text: str):
+        return _dataflow_reference.replay(raw, text)
+
+    def replay_state(self, state: DataflowState) -> tuple:
+        return (state.wires, state.uses, state.read)
+
+    # ---- structure, signatures, copy audits, pairs (``_pairs``) ----------------
+
+    def sort_declarations(self, raw: dict) -> None:
+        return None
+
+    relabel = staticmethod(_pairs.relabel)
+    production_edges = staticmethod(_pairs.program_edges)
+    signature = staticmethod(_pairs.program_signature)
+    signature_text = staticmethod(_pairs.signature_text)
+    copy_audit = staticmethod(_pairs.program_copy_audit)
+    translate = staticmethod(_pairs.translate_program)
+    isomorphism = staticmethod(_pairs.dataflow_isomorphism)
+    build_pair = staticmethod(_pairs.build_dataflow_pair)
+    examples_chain_to_goal = staticmethod(_pairs.examples_chain_to_goal)
+
+    def subject_of(self, world: World, step: str) -> str:
+        """The primitive a binding applies."""
+        return bindings([step])[0].name
+
+    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str):
+        return _pairs.instantiate_dataflow_replica(raw, seed, id_prefix)
+
+    # ---- text (``_text``) ---------------------------------------------------------
+
+    render_handbook = staticmethod(_text.render_dataflow_world)
+    format_state = staticmethod(_text.format_dataflow_state)
+    render_prompt = staticmethod(_text.render_dataflow_prompt)
+
+    # ---- tiers and manifest facts (``_metrics``) ----------------------------------
+
+    tier_properties = staticmethod(_metrics.dataflow_tier_properties)
+    search_metrics = staticmethod(_metrics.search_metrics)
+
+    def constraint_count(self, world: World) -> int:
+        return len(world.spec.max_uses) + int(world.spec.no_dead_wires)
+
+    def world_facts(self, world: World) -> dict[str, Any]:
         return {
-            "wires": {n: {"type": t, "depth": d, "values": list(vs)} for n, t, d, vs in state.wires},
-            "uses": dict(state.uses),
-            "read": list(state.read),
+            "entities": len(world.spec.inputs) + 1,
+            "primitive_set": [f"{p.name}({', '.join(p.params)}) -> {p.result}" for p in world.spec.primitives],
+            "grounded_steps": self.alphabet_size(world),
+            "state_space_bound": _metrics.prefix_bound(world),
         }
 
-    # ---- the family's own artifact grammar and checker path -------------------
+    # ---- baselines ----------------------------------------------------------------
 
-    def check_text(self, world: World, text: str):
-        from ._dataflow_check import check_program
+    def goal_progress(self, world: World, state: DataflowState) -> int:
+        """Cases on which a wire of the goal type holds the expected value (counted twice on the goal wire)."""
+        spec = world.spec
+        best = 0
+        for name, typ, _, values in state.wires:
+            if typ == spec.goal_type:
+                hits = sum(v == e for v, e in zip(values, spec.expect))
+                best = max(best, 2 * hits if name == spec.goal_wire else hits)
+        return best
 
-        return check_program(world, text)
+    def goal_unreachable(self, world: World, state: DataflowState) -> bool:
+        """The goal wire is bound (and the goal does not hold): no later binding can change it."""
+        return state.wire(world.spec.goal_wire) is not None and not self.goal(world, state)
+
+    def random_artifacts(self, world: World, rng, samples: int) -> Iterator[str]:
+        """Random programs: each binding a random primitive over random earlier wires, the last one binding the
+        goal wire."""
+        spec = world.spec
+        names = sorted(p.name for p in spec.primitives)
+        arity = {p.name: len(p.params) for p in spec.primitives}
+        inputs = sorted(n for n, _ in spec.inputs)
+        for _ in range(samples):
+            length = rng.randint(1, world.budget.max_steps)
+            wires, lines = list(inputs), []
+            for i in range(length):
+                name = rng.choice(names)
+                wire = spec.goal_wire if i == length - 1 else f"w{i + 1}"
+                lines.append(f"{wire} = {name}({', '.join(rng.choice(wires) for _ in range(arity[name]))})")
+                wires.append(wire)
+            yield "".join(line + "\n" for line in lines)

@@ -4,80 +4,44 @@ State: a canonical inventory, the sorted tuple of (token, count) with count > 0.
 A recipe has typed parameters (each bound to a token of that type by the
 step's arguments), inputs (consumed), catalysts (must be present, not
 consumed), outputs (produced) and a cost.
+
+This module holds the world file and the semantics; ``_state`` the state and
+spec records, ``_structure`` the pair hooks (production edges, independence,
+relabelling, examples), ``_text`` the handbook and prompt text, ``_generate``
+the generator's drawers and tier parameters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from ._model import Failure, Param, Primitive, Reason, World
-from ._validate import V
+from ... import _reference
+from ..._model import Failure, Param, Primitive, Reason, World
+from ..._steps import StepFamily
+from ..._validate import V
+from . import _generate, _structure, _text
+from ._state import Recipe, TokenSpec, TokenState
 
-__all__ = ["Recipe", "TokenSpec", "TokenState", "TokenWorkshop"]
-
-
-@dataclass(frozen=True, order=True)
-class TokenState:
-    """Inventory: sorted (token, count) pairs, counts > 0 only (canonical, hashable)."""
-
-    inventory: tuple[tuple[str, int], ...]
-
-    @classmethod
-    def of(cls, counts: Mapping[str, int]) -> TokenState:
-        return cls(tuple(sorted((k, v) for k, v in counts.items() if v > 0)))
-
-    def count(self, token: str) -> int:
-        for k, v in self.inventory:
-            if k == token:
-                return v
-        return 0
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """An irreversible recipe.
-
-    name: primitive name.  params: typed parameters (token types).
-    inputs / catalysts / outputs: sorted (ref, count) pairs; a ref in inputs and
-    catalysts is a token name or a parameter name, outputs name tokens.
-    cost: cost added per execution.
-    """
-
-    name: str
-    params: tuple[Param, ...]
-    inputs: tuple[tuple[str, int], ...]
-    catalysts: tuple[tuple[str, int], ...]
-    outputs: tuple[tuple[str, int], ...]
-    cost: int
-
-
-@dataclass(frozen=True)
-class TokenSpec:
-    """token_workshop semantics: recipes, goal and constraints.
-
-    goal: sorted (token, at-least count) pairs, all required in the final inventory.
-    constraints: sorted tuple of (kind, scope, tokens, limit): ``at_most`` (count of
-        tokens[0] <= limit) or ``never_together`` (not all of tokens present), with
-        scope ``every_state`` (s0 and every committed state) or ``final``.
-    inventory_cap: most units of any single token in any state (budget).
-    """
-
-    recipes: tuple[Recipe, ...]
-    goal: tuple[tuple[str, int], ...]
-    constraints: tuple[tuple[str, str, tuple[str, ...], int], ...]
-    inventory_cap: int
+__all__ = ["TokenWorkshop"]
 
 
 _SCOPES = ("every_state", "final")
 _KINDS = ("at_most", "never_together")
 
 
-class TokenWorkshop:
+class TokenWorkshop(StepFamily):
+    """The ``token_workshop`` family (see the module docstring and worlds/README.md)."""
+
     name = "token_workshop"
     fields = ("token_types", "tokens", "initial", "recipes", "goal", "constraints")
     budget_fields = ("inventory_cap",)
+    reference_sources = (Path(_reference.__file__).resolve(),)
+    shuffled_tables = ("tokens", "initial")
+    shuffled_lists = ("recipes", "constraints")
+    state_lines = _text.STATE_LINES
+    generator = _generate.GENERATOR
 
     # ---- schema ---------------------------------------------------------
     def validate(self, raw: Mapping[str, Any], err) -> None:
@@ -318,3 +282,41 @@ class TokenWorkshop:
 
     def describe_state(self, state: TokenState):
         return {k: v for k, v in state.inventory}
+
+    def state_from_described(self, world: World, described: Mapping[str, int]) -> TokenState:
+        return TokenState.of(described)
+
+    def reference_replay(self, raw: Mapping[str, Any], text: str):
+        return _reference.replay(raw, text)
+
+    def replay_state(self, state: TokenState) -> tuple:
+        return tuple(state.inventory)
+
+    def goal_progress(self, world: World, state: TokenState) -> int:
+        return sum(min(state.count(token), need) for token, need in world.spec.goal)
+
+    # ---- pairs, text and generation (the family's other modules) -----------------
+
+    sort_declarations = staticmethod(_structure.sort_declarations)
+    relabel = staticmethod(_structure.relabel)
+    production_edges = staticmethod(_structure.production_edges)
+    dependency = staticmethod(_structure.dependency)
+    state_space_bound = staticmethod(_structure.state_space_bound)
+
+    def state_map(self, state: TokenState, ent: Mapping[str, str]) -> TokenState:
+        return TokenState.of({ent[k]: v for k, v in state.inventory})
+
+    def type_labels(self, raw: Mapping[str, Any]) -> list[str]:
+        return list(raw["token_types"])
+
+    def reserved_labels(self, raw: Mapping[str, Any]) -> set[str]:
+        return {p["name"] for r in raw.get("recipes", []) for p in r.get("params", [])}
+
+    def isolated_examples(self, world: World, steps) -> tuple:
+        return _structure.isolated_examples(self, world, steps)
+
+    raw_of_world = staticmethod(_text.raw_of_world)
+    handbook_lines = staticmethod(_text.handbook_lines)
+    format_state = staticmethod(_text.format_state)
+    situation_lines = staticmethod(_text.situation_lines)
+    goal_words = staticmethod(_text.goal_words)
