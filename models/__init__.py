@@ -33,8 +33,9 @@ from ._bundled import (
     load_bundled,
     load_gguf,
 )
-from ._heap import keep_freed_heap
 from ._http import OpenAIChatModel
+from ._hf import load_tokenizer
+from ._hub import resolve_revision
 from ._registry import available_models, check_model_name, load_model, model_kind, register_model
 from ._scripted import Constant, NoisyChecks, Opposite, Oracle, Policy, Prose, RandomChoice, ScriptedModel
 from ._serve import serve_locally
@@ -70,7 +71,6 @@ __all__ = [
     "bundled_token_counters",
     "check_model_name",
     "cache_root",
-    "keep_freed_heap",
     "load_bundled",
     "load_gguf",
     "load_model",
@@ -80,20 +80,6 @@ __all__ = [
     "resolve_revision",
     "serve_locally",
 ]
-
-
-def resolve_revision(repo_id: str, revision: str = "main", cache_dir: Any = None) -> tuple[str, str]:
-    """Resolve a hub revision to a commit sha: (sha, "pinned" | "hub" | "cache"); see ``_hf.resolve_revision``."""
-    from ._hf import resolve_revision as resolve
-
-    return resolve(repo_id, revision, cache_dir)
-
-
-def load_tokenizer(folder: Any) -> Any:
-    """transformers' tokenizer of a local folder, loaded with the cycle collector paused; see ``_hf.load_tokenizer``."""
-    from ._hf import load_tokenizer as load
-
-    return load(folder)
 
 
 def _register_defaults() -> None:

@@ -10,6 +10,7 @@ root is ``$PREREGBENCH_CACHE`` or ``$XDG_CACHE_HOME/preregbench`` (default
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -19,9 +20,10 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ._base import ModelError, ModelUnavailableError
+from ._hf import TransformersModel, _torch
 
 #: Gemma 3's turn format for the base checkpoint, which ships no template: a system message is
 #: folded into the first user turn, turns are <start_of_turn>ROLE ... <end_of_turn> (token 106).
@@ -101,13 +103,29 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off (a GGUF conversion draws one per tensor group on standard error, which a
+    test's captured output would then hold); put back as they were."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 def load_gguf(path: Path) -> tuple[Any, Any]:
     """Model and tokenizer straight from a GGUF file (dequantized to float32); slow, used to build the cache."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    with _no_progress_bars():
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
     return model.eval(), tokenizer
 
 
@@ -130,16 +148,10 @@ def _convert(gguf: Path, sha: str, staging: Path) -> None:
 
 
 def _save_tokenizer(gguf: Path, sha: str, staging: Path) -> None:
-    """Write the tokenizer of ``gguf`` alone (no weights) into ``staging``.
-
-    With the cycle collector paused, as for a model load: the GGUF reader makes an object per
-    vocabulary entry and field part (millions for Gemma's 262,144 tokens), and each full collection
-    they trigger would walk them all, and everything else the process holds, to find no garbage."""
+    """Write the tokenizer of ``gguf`` alone (no weights) into ``staging``."""
     from transformers import AutoTokenizer
 
-    from ._hf import _collector_paused
-
-    with _collector_paused():
+    with _no_progress_bars():
         AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(staging)
     _write_marker(staging, gguf, sha, contents="tokenizer")
 
@@ -210,8 +222,6 @@ def bundled_tokenizer_folder(name: str) -> tuple[Path, str]:
 
 
 def load_bundled(name: str, **options: Any):
-    from ._hf import TransformersModel, _torch
-
     entry = BUNDLED[name]
     gguf = entry.gguf()
     if not gguf.is_file():

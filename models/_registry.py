@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ._base import LanguageModel, ModelError, UnknownModelError
+from ._hf import TransformersModel
+from ._http import OpenAIChatModel
 
 
 @dataclass(frozen=True)
@@ -75,16 +77,10 @@ def load_model(name: str, **options: Any) -> LanguageModel:
     if name in _ENTRIES:
         return _ENTRIES[name].factory(**options)
     if name.startswith("openai:"):
-        from ._http import OpenAIChatModel
-
         return OpenAIChatModel.from_spec(name, **options)
     if Path(name).is_dir():
-        from ._hf import TransformersModel
-
         return TransformersModel.from_local(Path(name), **options)
     parts = name.split("/")
     if len(parts) == 2 and all(parts) and not name.startswith((".", "/")):
-        from ._hf import TransformersModel
-
         return TransformersModel.from_hub(name, **options)
     raise unknown_model(name)

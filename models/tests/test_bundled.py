@@ -113,3 +113,18 @@ def test_gemma_uses_the_declared_turn_template() -> None:
         assert response.finish_reason == ("stop" if response.token_ids[-1] in gemma.stop_token_ids else "length")
     with pytest.raises(ModelError, match="pinned by its GGUF file"):
         load_model("gemma-3-270m", revision="main")
+
+
+def test_a_gguf_conversion_draws_no_progress_bars_and_leaves_the_setting_as_it_was() -> None:
+    """A conversion runs with transformers' progress bars off (they would land in a test's captured stderr) and
+    puts the setting back, on or off, as it found it."""
+    from transformers.utils import logging as hf_logging
+
+    from models._bundled import _no_progress_bars
+
+    for before in (True, False):
+        (hf_logging.enable_progress_bar if before else hf_logging.disable_progress_bar)()
+        with _no_progress_bars():
+            assert not hf_logging.is_progress_bar_enabled()
+        assert hf_logging.is_progress_bar_enabled() is before
+    hf_logging.enable_progress_bar()

@@ -17,7 +17,7 @@ from models import (
     CapabilityError,
     GenerationSettings,
     ModelError,
-    _http,
+    _http_transport,
     bundled_folder,
     load_model,
     serve_locally,
@@ -255,14 +255,14 @@ def test_timeout_is_not_retried(server: ScriptedServer, keyed) -> None:
 def test_refused_connection_is_retried_then_coded(monkeypatch: pytest.MonkeyPatch, keyed) -> None:
     sleeps: list[float] = []
     connects = []
-    real_connect = _http.socket.create_connection
+    real_connect = _http_transport.socket.create_connection
 
     def counting_connect(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
         connects.append(address[1])
         return real_connect(address, *args, **kwargs)
 
-    monkeypatch.setattr(_http.time, "sleep", sleeps.append)
-    monkeypatch.setattr(_http.socket, "create_connection", counting_connect)
+    monkeypatch.setattr(_http_transport.time, "sleep", sleeps.append)
+    monkeypatch.setattr(_http_transport.socket, "create_connection", counting_connect)
     with socket.socket() as unused:  # bound but not listening: connections to it are refused
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]

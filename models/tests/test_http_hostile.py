@@ -21,7 +21,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models import ERROR_CODES, GenerationSettings, ModelError, Response, load_model
-from models._http import DEFAULT_MAX_RESPONSE_BYTES, OpenAIChatModel, _Failure, _parse_completion
+from models._http import DEFAULT_MAX_RESPONSE_BYTES, OpenAIChatModel
+from models._http_failure import _Failure
+from models._http_schema import _parse_completion
 
 from .hostile_server import Backlog, HostileServer, completion
 

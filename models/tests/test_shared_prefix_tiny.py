@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from models import GenerationSettings, ModelError, Response
+from models._prefix import cache_of
 from models.tests.test_one_pass_tiny import LABELS, WORDS, tiny_model
 
 SETTINGS = GenerationSettings(max_new_tokens=5)
@@ -118,7 +119,7 @@ def test_a_stale_prefix_would_be_caught() -> None:
     plain = plain_model().score_and_generate(texts, LABELS, SETTINGS)
     model = shared_model("layout")
     model.score_and_generate(texts, LABELS, SETTINGS)
-    for entry in model._prefixes:
+    for entry in model.prefix_cache.entries:
         entry.layers = [(keys * 0.5, values) for keys, values in entry.layers]
     got = model.score_and_generate(texts, LABELS, SETTINGS)
     assert max(abs(a - b) for new, old in zip(got, plain) for a, b in zip(new.scores.logits, old.scores.logits)) > 1e-3
@@ -135,18 +136,18 @@ def test_rows_of_other_pad_counts_take_an_entry_only_where_the_kernel_agrees() -
     model = shared_model("layout")
     for _ in range(2):
         assert model.score_and_generate(texts, LABELS, SETTINGS) == plain
-    verdicts = list(model._pad_verdicts.values())
+    verdicts = list(model.prefix_cache.pad_verdicts.values())
     assert model.prefix_stats["other_pad_rows"] > 0 and True in verdicts and False in verdicts, model.prefix_stats
 
     careless = shared_model("layout")
-    careless._pads_agree = lambda width, length, pad, others: set(others)
+    careless.prefix_cache.pads_agree = lambda width, length, pad, others: set(others)
     got = careless.score_and_generate(texts, LABELS, SETTINGS)
     assert max(abs(a - b) for new, old in zip(got, plain) for a, b in zip(new.scores.logits, old.scores.logits)) > 0
 
 
 def test_the_pad_probe_passes_only_pad_counts_the_model_rounds_alike() -> None:
     """The probe against the model itself: the tiny llama's keys and values for the same prefix, computed in
-    passes of one width under two pad counts, must be identical wherever ``_pads_agree`` says so.  Widths from
+    passes of one width under two pad counts, must be identical wherever ``pads_agree`` says so.  Widths from
     14 to 41 with pads of up to 13 put the prefix in full and in partial query blocks, so both verdicts
     occur and some rejected pairs really differ."""
     model = shared_model("layout")
@@ -162,7 +163,7 @@ def test_the_pad_probe_passes_only_pad_counts_the_model_rounds_alike() -> None:
         mask = torch.tensor([[0] * pad + [1] * len(row)])
         out = decoder(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).masked_fill(mask == 0, 1),
                       use_cache=True)
-        return [t[0, :, pad:pad + length] for layer in model._cache_of(out).layers for t in (layer.keys, layer.values)]
+        return [t[0, :, pad:pad + length] for layer in cache_of(out).layers for t in (layer.keys, layer.values)]
 
     outcomes = {(True, True): 0, (False, True): 0, (False, False): 0}
     with torch.inference_mode(), model._thread_count(torch):
@@ -170,7 +171,7 @@ def test_the_pad_probe_passes_only_pad_counts_the_model_rounds_alike() -> None:
             pads = list(range(0, min(width - length - 1, 14)))
             columns = {pad: prefix_columns(pad, width) for pad in pads}
             for ref in pads[:4]:
-                agreeing = model._pads_agree(width, length, ref, pads)
+                agreeing = model.prefix_cache.pads_agree(width, length, ref, pads)
                 for pad in pads:
                     same = all(torch.equal(a, b) for a, b in zip(columns[ref], columns[pad]))
                     assert same or pad not in agreeing, (width, ref, pad)
@@ -181,10 +182,10 @@ def test_the_pad_probe_passes_only_pad_counts_the_model_rounds_alike() -> None:
 def test_the_pad_probe_leaves_the_random_state_alone() -> None:
     model = shared_model("layout")
     state = torch.random.get_rng_state()
-    agreeing = model._pads_agree(40, 12, 0, [1, 2, 3, 9])
+    agreeing = model.prefix_cache.pads_agree(40, 12, 0, [1, 2, 3, 9])
     assert torch.equal(torch.random.get_rng_state(), state)
     assert model.prefix_stats["pad_probes"] == 1
-    assert model._pads_agree(40, 12, 0, [3, 9, 0]) == (agreeing & {3, 9}) | {0}  # cached verdicts, its own pad
+    assert model.prefix_cache.pads_agree(40, 12, 0, [3, 9, 0]) == (agreeing & {3, 9}) | {0}  # cached verdicts, its own pad
     assert model.prefix_stats["pad_probes"] == 1  # no second probe
 
 
@@ -232,9 +233,10 @@ def test_sliding_window_models_keep_the_plain_path() -> None:
 def test_forget_prefixes_starts_afresh() -> None:
     model = shared_model("layout")
     model.score_and_generate(CASES["shared"], LABELS, SETTINGS)
-    assert model.prefix_stats["entries_stored"] > 0 and model._pad_verdicts
+    assert model.prefix_stats["entries_stored"] > 0 and model.prefix_cache.pad_verdicts
     model.forget_prefixes()
-    assert model._prefixes == [] and model._pad_verdicts == {} and set(model.prefix_stats.values()) == {0}
+    assert model.prefix_cache.entries == [] and model.prefix_cache.pad_verdicts == {}
+    assert set(model.prefix_stats.values()) == {0}
 
 
 @pytest.mark.parametrize("options", [{"shared_prefix": "always"}, {"shared_prefix": "layout", "shared_prefix_min": 0}])
@@ -253,7 +255,7 @@ def test_the_cpu_kernels_round_as_the_layout_rules_assume() -> None:
     or BLAS release changes either, this fails before a RES run's records could."""
     import torch.nn.functional as F
 
-    from models._hf import _MIN_GEMM_ROWS, _same_query_blocks
+    from models._prefix import _MIN_GEMM_ROWS, _same_query_blocks
 
     generator = torch.Generator().manual_seed(0)
     before = torch.get_num_threads()
