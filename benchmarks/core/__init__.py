@@ -3,7 +3,7 @@
 Protocols import from here, never from one another.
 """
 
-from . import stats
+from . import registry, stats
 from ._canonical import (
     FileReadError,
     FileWriteError,
@@ -28,7 +28,7 @@ from .ledger import (
     TornTail,
     read_ledger,
 )
-from ._generated import install
+from ._generated import install, preregistration_checked
 from .errors import PreregbenchError
 from .protocol import AnswerKey, ModelChoice, Option, Protocol, ResumeRefused, UsageProblem, finite
 from .run import ProtocolRun, RunTuning
@@ -83,9 +83,11 @@ __all__ = [
     "install",
     "load_prereg",
     "prereg_hashes",
+    "preregistration_checked",
     "read_json_file",
     "read_ledger",
     "read_provenance",
+    "registry",
     "sha256_bytes",
     "sha256_file",
     "sha256_json",

@@ -2,8 +2,12 @@
 
 A protocol's ``conftest.py`` is::
 
-    from .protocol import PROTOCOL
-    PROTOCOL_CONFTEST = install(PROTOCOL, globals())
+    from benchmarks.core import install, preregistration_checked
+
+    with preregistration_checked(globals()):
+        from .protocol import PROTOCOL
+
+        install(PROTOCOL, globals())
 
 :func:`install` puts into that namespace the protocol's ``pytest_addoption``,
 a ``pytest_collect_file`` that collects the protocol's ``prereg.toml`` as a
@@ -11,7 +15,7 @@ module of generated tests, and the session fixtures:
 
 =================  ====================================================================
 ``protocol``       the :class:`~benchmarks.core.protocol.Protocol` instance
-``run``            the :class:`~benchmarks.core.protocol.ProtocolRun` of this session
+``run``            the :class:`~benchmarks.core.run.ProtocolRun` of this session
 ``units``          every unit of the run
 ``records``        every unit's record (measured once per run, under the run lock)
 ``measured``       the protocol's metrics of the records
@@ -34,16 +38,18 @@ run's device (:mod:`benchmarks.core.modelrun`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import types
 from pathlib import Path
-from typing import Any, Callable, MutableMapping
+from typing import Any, Callable, Iterator, MutableMapping
 
 import pytest
 
 from . import tuning
+from .errors import PreregbenchError
 from ._canonical import sha256_json
 from .ledger import read_ledger
 from .session import benchmark_run
@@ -55,6 +61,29 @@ REGISTERED: dict[Path, Protocol] = {}
 
 #: Attribute set on the fixtures that need the run (their tests are model runs).
 RUN_FIXTURE = "_preregbench_run_fixture"
+
+
+@contextlib.contextmanager
+def preregistration_checked(namespace: MutableMapping[str, Any]) -> Iterator[None]:
+    """Wraps a protocol conftest's import of its protocol: a preregistration the loader refuses (a missing or
+    unknown key, a number beyond float range, nesting or rules past the limits, a rule that does not compile)
+    ends the session at configure time with one usage line naming the file, the key and the problem (exit
+    status 4), instead of a conftest import traceback::
+
+        with preregistration_checked(globals()):
+            from .protocol import PROTOCOL
+
+            install(PROTOCOL, globals())
+    """
+    try:
+        yield
+    except PreregbenchError as exc:
+        line = " ".join(str(exc).split())
+
+        def pytest_configure(config: pytest.Config) -> None:
+            raise pytest.UsageError(line)
+
+        namespace["pytest_configure"] = pytest_configure
 
 
 def install(protocol: Protocol, namespace: MutableMapping[str, Any]) -> Protocol:

@@ -37,6 +37,12 @@ def _join(prefix: str, key: str | int) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (a 400-digit number or a long string stays one readable line)."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10 ** 50 else f"{str(value)[:20]}... ({len(str(value))} digits)"
+    return text if len(text) <= 60 else f"{text[:50]}... ({len(text)} characters)"
+
+
 def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
@@ -95,10 +101,15 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypedDataError(key, f"expected a number, got {value!r}")
-        if not math.isfinite(value):
+            raise TypedDataError(key, f"expected a number, got {_shown(value)}")
+        try:
+            number = float(value)
+        except OverflowError:
+            raise TypedDataError(key, f"the number {_shown(value)} is beyond the range of a float (about 1.8e308); "
+                                 "give a smaller one") from None
+        if not math.isfinite(number):
             raise TypedDataError(key, f"expected a finite number, got {value!r}")
-        return float(value)
+        return number
     if tp is str:
         if not isinstance(value, str):
             raise TypedDataError(key, f"expected a string, got {value!r}")

@@ -117,6 +117,9 @@ def _protocol(name: str) -> Any:
 def load_run(run_dir: Path) -> tuple[Any, Any, list[Any]]:
     """(protocol, provenance, records) of a finished run directory; a one-line :class:`CompareRefused` otherwise."""
     run_dir = Path(run_dir)
+    if run_dir.is_symlink():
+        raise CompareRefused(f"{run_dir}: is a symbolic link; give the run directory itself (compare reads nothing "
+                             "through a link)")
     if not run_dir.is_dir():
         raise CompareRefused(f"{run_dir}: no such run directory")
     try:
@@ -130,9 +133,9 @@ def load_run(run_dir: Path) -> tuple[Any, Any, list[Any]]:
     if ledger is None:
         raise CompareRefused(f"{run_dir}: no ledger of protocol {provenance.protocol!r} found")
     try:
-        records = read_ledger(ledger, protocol.record_type)
+        records = read_ledger(ledger, protocol.record_type, protocol.record_key)
     except (LedgerError, FileReadError, ValueError) as exc:
-        raise CompareRefused(f"{ledger}: {exc}") from None
+        raise CompareRefused(str(exc) if str(ledger) in str(exc) else f"{ledger}: {exc}") from None
     return protocol, provenance, records
 
 

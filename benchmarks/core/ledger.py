@@ -16,7 +16,10 @@ Hostile content and faults:
 * Any Python string round-trips.  A line is UTF-8 JSON; a record holding a
   string UTF-8 cannot encode (a lone surrogate from a model's reply) is
   written with ``\\uXXXX`` escapes for every non-ASCII character instead,
-  which every JSON reader decodes back to the same string.  Reading is
+  which every JSON reader decodes back to the same string (but for a lone
+  high surrogate right before a lone low one: JSON spells that pair only as
+  the escape pair, which every reader, this one included, reads as the one
+  character it encodes in UTF-16).  Reading is
   strict UTF-8: bytes that are not UTF-8 (raw surrogates among them) are a
   :class:`LedgerCorruptError` naming the line and the byte.
 * A ledger is a regular file of its own: a symbolic link (never followed:
@@ -111,9 +114,21 @@ def _json_object(line: bytes, where: str) -> dict[str, Any]:
     return data
 
 
+def _check_line(line: bytes, where: str) -> None:
+    """A ledger line is one JSON object ended by LF alone: a blank line or a CRLF ending is refused by every reader
+    (resume, verify, compare, report), since the suite's writer makes neither."""
+    if not line.strip():
+        raise LedgerCorruptError(f"{where}: is blank; a ledger holds one record per line and no blank line "
+                                 "(the file was not written by the suite's ledger)")
+    if line.endswith(b"\r"):
+        raise LedgerCorruptError(f"{where}: ends in CR LF; a ledger's lines end in LF alone "
+                                 "(the file was not written by the suite's ledger)")
+
+
 def _parse_line(line: bytes, schema: type, path: Path, number: int) -> tuple[Any, dict[str, Any] | None]:
     """The record of one whole line and its identity object (None when the line carries none)."""
     where = f"{path}: line {number}"
+    _check_line(line, where)
     data = _json_object(line, where)
     identity = data.pop(IDENTITY_KEY, None)
     if identity is not None and not isinstance(identity, dict):
@@ -186,13 +201,15 @@ def read_identities(path: str | os.PathLike[str]) -> list[dict[str, Any] | None]
     data = _read(path)
     out = []
     for number, line in enumerate(data[: data.rfind(b"\n") + 1].split(b"\n")[:-1], start=1):
+        _check_line(line, f"{path}: line {number}")
         identity = _json_object(line, f"{path}: line {number}").get(IDENTITY_KEY)
         out.append(identity if isinstance(identity, dict) else None)
     return out
 
 
-def read_ledger(path: str | os.PathLike[str], schema: type[R]) -> list[R]:
-    """Every record of a finished ledger; a torn tail or a bad line is an error."""
+def read_ledger(path: str | os.PathLike[str], schema: type[R], key: str | None = None) -> list[R]:
+    """Every record of a finished ledger; a torn tail, a bad line (blank, CR LF, not a record) or, with ``key``,
+    a unit recorded twice is an error (:class:`LedgerError`, one line naming the file and the line)."""
     path = Path(path)
     records, _, end, tail = _parse(path, schema, _read(path))
     if tail:
@@ -200,7 +217,20 @@ def read_ledger(path: str | os.PathLike[str], schema: type[R]) -> list[R]:
             f"{path}: ends in a torn line of {len(tail)} bytes at offset {end} "
             "(the writer was killed mid-record); reopen the ledger with Ledger(...) to move it aside and resume"
         )
+    if key is not None:
+        _unique(path, records, key)
     return records
+
+
+def _unique(path: Path, records: list[Any], key: str) -> dict[Any, int]:
+    """Unit key -> line number; a unit on two lines is :class:`LedgerCorruptError`."""
+    seen: dict[Any, int] = {}
+    for number, record in enumerate(records, start=1):
+        unit = getattr(record, key)
+        if unit in seen:
+            raise LedgerCorruptError(f"{path}: line {number}: unit {unit!r} already recorded on line {seen[unit]}")
+        seen[unit] = number
+    return seen
 
 
 class Ledger(Generic[R]):
@@ -245,12 +275,7 @@ class Ledger(Generic[R]):
             self.torn: TornTail | None = None
             if tail:
                 self.torn = self._set_aside(end, tail)
-            self._keys = {}
-            for number, record in enumerate(self.records, start=1):
-                unit = getattr(record, key)
-                if unit in self._keys:
-                    raise LedgerCorruptError(f"{self.path}: line {number}: unit {unit!r} already recorded on line {self._keys[unit]}")
-                self._keys[unit] = number
+            self._keys = _unique(self.path, self.records, key)
         except BaseException:
             self.close()
             raise

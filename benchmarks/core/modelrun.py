@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+import models
+
 from ._generated import GeneratedModule, is_run_fixture, pin_revision, pinned_revision, protocol_of, run_of
 from .protocol import Protocol, UsageProblem
 from .run import ProtocolRun
@@ -74,8 +76,6 @@ def hub_revision(name: str, requested: str | None, preregistered: Any) -> str | 
 
     Raises ``models.ModelUnavailableError`` when it cannot be resolved here.
     """
-    import models
-
     if models.model_kind(name) is not None or name.startswith("openai:") or Path(name).is_dir() or "/" not in name:
         return None
     revision = requested or (preregistered.revision if name == preregistered.id and preregistered.revision else "main")
@@ -211,8 +211,6 @@ def api_key_problem(name: str | None, kind: str) -> str | None:
 
 def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session | None = None) -> ProtocolRun:
     """Everything that can be known before the first test: one line and exit status 4 when it fails."""
-    import models
-
     try:
         run = run_of(protocol, config)
     except (UsageProblem, pytest.UsageError) as exc:

@@ -6,7 +6,7 @@ success under the first condition (F) and under the second (C).  Every
 function estimates p1 - p2, the difference of the two success rates, and
 returns a :class:`benchmarks.core.stats.Interval`.
 
-The candidates, compared by ``benchmarks/cwr/bench_coverage.py``:
+The candidates, compared by ``scripts/bench/bench_coverage.py``:
 
 - :func:`newcombe_replica_interval`: Newcombe's hybrid score interval over the
   units as if they were independent pairs (the baseline; with or without
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Hashable, Iterable, Sequence
 
-from benchmarks.core.stats import Interval
+from .stats import Interval, paired_difference_interval
 
 __all__ = [
     "BaseCounts",
@@ -248,8 +248,6 @@ def newcombe_replica_interval(
     ``phi_correction`` as in :func:`benchmarks.core.stats.paired_difference_interval`:
     False is the interval CWR has used, True Newcombe's published method 10.
     """
-    from benchmarks.core.stats import paired_difference_interval
-
     interval = paired_difference_interval(*replica_table(_bases(data)), confidence=confidence, phi_correction=phi_correction)
     name = "newcombe-method-10-per-replica" if phi_correction else "newcombe-per-replica"
     return Interval(interval.estimate, interval.low, interval.high, confidence, name)

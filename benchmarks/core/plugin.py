@@ -76,8 +76,13 @@ def _register_hypothesis_profiles() -> None:
             suppress_health_check=[HealthCheck.too_slow],
         )
         settings.register_profile("dev", deadline=None)
+        # A plain run (no HYPOTHESIS_PROFILE): Hypothesis's defaults without its 200 ms deadline, which a loaded
+        # machine misses on a test's first, cold call (imports, caches) and which measures nothing the suite checks.
+        settings.register_profile("suite", deadline=None)
         _hypothesis_loaded = True
     profile = os.environ.get("HYPOTHESIS_PROFILE")
+    if not profile:
+        settings.load_profile("suite")
     if profile:
         try:
             settings.load_profile(profile)

@@ -109,26 +109,50 @@ class Prereg(Generic[T]):
     values: T
 
 
+#: The largest preregistration file read (a preregistration is a page of settings, not data).
+MAX_BYTES = 1 << 20
+#: How deep tables and arrays may nest (the four protocols nest at most 4 deep).
+MAX_NESTING = 16
+#: The most rules one classification may hold (an ordered list people read and check; RES's has 7).
+MAX_RULES = 100
+
+
 def load_prereg(path: str | Path, spec: type[T]) -> Prereg[T]:
     """Load and validate ``path`` against the dataclass ``spec``.
 
     Any classification block is compiled to check that every condition parses
-    and names a declared threshold; errors name the file and the key.
+    and names a declared threshold; errors name the file and the key.  A file
+    over :data:`MAX_BYTES`, tables or arrays nested deeper than
+    :data:`MAX_NESTING`, a classification of more than :data:`MAX_RULES` rules
+    and a number beyond the range of a float are refused the same way.
     """
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise PreregError(f"{path}: {size} bytes; a preregistration is at most {MAX_BYTES} bytes of settings")
         raw = path.read_bytes()
     except OSError as exc:
         raise PreregError(f"{path}: cannot read the preregistration ({exc.strerror})") from exc
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise PreregError(f"{path}: not valid TOML: {exc}") from exc
+        raise PreregError(f"{path}: not valid TOML: {' '.join(str(exc).split())}") from exc
+    except RecursionError:
+        raise PreregError(f"{path}: tables or arrays nested too deep to read; a preregistration nests them at most "
+                          f"{MAX_NESTING} deep") from None
+    deep = _too_deep(data, "", 0)
+    if deep is not None:
+        raise PreregError(f"{path}: key '{deep}': nested more than {MAX_NESTING} tables or arrays deep; a "
+                          "preregistration nests them less deeply")
     try:
         values = from_dict(spec, data)
     except TypedDataError as exc:
         raise PreregError(f"{path}: key '{exc.key}': {exc.problem}") from exc
     for key, block in _classification_blocks(values):
+        if len(block.rules) > MAX_RULES:
+            raise PreregError(f"{path}: key '{key}.rules': {len(block.rules)} rules; a classification holds at most "
+                              f"{MAX_RULES}")
         try:
             block.build(_thresholds(values))
         except RuleError as exc:
@@ -143,6 +167,20 @@ def load_prereg(path: str | Path, spec: type[T]) -> Prereg[T]:
             f"{path.parent.name!r}; they must agree"
         )
     return Prereg(path=path, sha256=sha256_bytes(raw), values=values)
+
+
+def _too_deep(value: Any, key: str, depth: int) -> str | None:
+    """The dotted key of the first table or array nested deeper than :data:`MAX_NESTING`, None when none is."""
+    if isinstance(value, (dict, list)):
+        if depth >= MAX_NESTING:
+            return key or "<top level>"
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for name, item in items:
+            found = _too_deep(item, f"{key}[{name}]" if isinstance(value, list) else (f"{key}.{name}" if key else name),
+                              depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 def classification(prereg: Prereg, key: str = "classification") -> Classification:

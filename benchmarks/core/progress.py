@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ._canonical import FileWriteError, atomic_write_json
+from .provenance import utc_now
 
 PROGRESS_FILE = "progress.json"
 
@@ -89,6 +90,9 @@ class Progress:
         self.now = now or _utc_now
         self.phase_name = "starting"
         self.started = clock()
+        #: When the first unit of this session began to be measured (the ``measuring`` phase): the rate counts
+        #: from here, so that loading a model is not taken for slow measurement.
+        self.measuring_since: float | None = None
         self._last_line = self.started
         self._last_file = float("-inf")
         self._since_line = 0
@@ -98,8 +102,10 @@ class Progress:
     # ----------------------------------------------------------------- state
 
     def state(self) -> dict[str, Any]:
-        elapsed = max(0.0, self.clock() - self.started)
-        rate = self.session / elapsed if self.session and elapsed > 0 else None
+        now = self.clock()
+        elapsed = max(0.0, now - self.started)
+        measuring = max(0.0, now - (self.measuring_since if self.measuring_since is not None else self.started))
+        rate = self.session / measuring if self.session and measuring > 0 else None
         left = self.total - self.done
         eta = (left / rate) if rate else (0.0 if left == 0 else None)
         return {
@@ -130,6 +136,8 @@ class Progress:
         if name == self.phase_name:
             return
         self.phase_name = name
+        if name == "measuring" and self.measuring_since is None:
+            self.measuring_since = self.clock()
         state = self.state()
         self._write(state)
         self._say(state, force=True)
@@ -176,8 +184,6 @@ class Progress:
 
 
 def _utc_now() -> str:
-    from .provenance import utc_now
-
     return utc_now()
 
 

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Hashable, Iterable, Mapping, Sequence, TypeVar
 
+import models
+
 from ._canonical import _plain
 from .errors import PreregbenchError
 from .prereg import ClassificationSpec, Prereg, load_prereg, unrecorded
@@ -202,7 +204,14 @@ class Protocol(Generic[U, R]):
         return []
 
     def seeds(self, run: "ProtocolRun") -> dict[str, int]:
-        return unrecorded(getattr(self.spec, "seeds", None) or {})  # recorded, not used: each seed is read where it seeds
+        """Every seed the run uses, by the generator it seeds, for provenance.  Default: the prereg's ``[seeds]``
+        table, and where it names a ``torch`` seed the two generators the model loader seeds with it too
+        (``python_random``, ``numpy``: a local model seeds Python's ``random``, NumPy and torch before each call)."""
+        seeds = unrecorded(getattr(self.spec, "seeds", None) or {})  # recorded, not used: each is read where it seeds
+        if isinstance(seeds.get("torch"), int):
+            seeds.setdefault("python_random", seeds["torch"])
+            seeds.setdefault("numpy", seeds["torch"])
+        return seeds
 
     # ----------------------------------------------------------------- units
 
@@ -287,8 +296,6 @@ class Protocol(Generic[U, R]):
 
     def load_model(self, run: "ProtocolRun") -> Any:
         """Load the run's model; a scripted model gets the run's answer key, filled from every unit's rendered chat."""
-        import models
-
         if models.model_kind(run.model) == "scripted":
             key = self.answer_key(run)
             model = models.load_model(run.model, **{self.scripted_keyword: key})
@@ -328,6 +335,7 @@ class Protocol(Generic[U, R]):
         run.tuning.before_model_load(run)
         with run.tuning.loading_model(run):
             model = self.load_model(run)
+        run.tuning.model_loaded(run, model)
         try:
             with run.tuning.measuring(run):
                 self.check_model(run, model)
@@ -380,16 +388,6 @@ class Protocol(Generic[U, R]):
         raise UsageProblem(f"{self.label} has no planned-power tables")
 
 
-def _loads_weights(name: str) -> bool:
-    """Whether model ``name`` is one the transformers backend loads (bundled, a local folder, a hub id)."""
-    import models
-
-    try:
-        return models.check_model_name(name) in {"bundled", "local", "hub"}
-    except Exception:  # an unknown name fails in load_model with its own message
-        return False
-
-
 def finite(values: Mapping[str, Any]) -> dict[str, float]:
     """The metrics a rule may read: numbers only; None, NaN and infinities are left out, so that a rule
     reading one cannot decide (and says so) instead of passing silently."""
@@ -415,8 +413,6 @@ class AnswerKey:
         try:
             return self.entries[prompt]
         except KeyError:
-            import models
-
             raise models.ModelError("scripted model: the prompt is not one of this run's units") from None
 
     def __call__(self, prompt: str) -> Any:
@@ -434,12 +430,3 @@ __all__ = [
     "json_metrics",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """Names of :mod:`benchmarks.core.run` that protocol packages import from here (``ProtocolRun`` and its
-    helpers), resolved on first use."""
-    if name in ("ProtocolRun", "identity_conflicts", "FIXTURES_FILE"):
-        from . import run  # the run module builds on this one: resolved when first asked for
-
-        return getattr(run, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import PreregbenchError
+from .protocol import Protocol
 
 ENTRY_POINT_GROUP = "preregbench.protocols"
 
@@ -91,8 +92,6 @@ def unknown_message(name: str, known: list[str]) -> str:
 
 
 def _resolve(target: str, name: str) -> Any:
-    from .protocol import Protocol
-
     module_name, _, attribute = target.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -129,8 +128,6 @@ def load_folder(folder: Path) -> Any:
     The folder is imported as the package it is part of (the chain of folders
     holding ``__init__.py`` above it), its top-most parent put on ``sys.path``.
     """
-    from .protocol import Protocol
-
     folder = Path(folder).resolve()
     if not (folder / "prereg.toml").is_file() or not (folder / "protocol.py").is_file():
         raise RegistryError(f"{folder}: not a protocol folder (it needs prereg.toml and protocol.py)")

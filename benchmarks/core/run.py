@@ -24,7 +24,7 @@ from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence
 from ._canonical import sha256_json
 from .ledger import Ledger, LedgerError, read_identities, read_ledger
 from .prereg import header_record, unrecorded
-from .progress import Progress
+from .progress import Progress, terminal_emitter
 from .protocol import Protocol, ResumeRefused, finite, json_metrics
 from .provenance import Provenance, ProvenanceError, read_provenance
 from .rules import RuleError
@@ -59,6 +59,9 @@ class RunTuning:
     def loading_model(self, run: "ProtocolRun") -> Iterator[None]:
         """Wraps the model's load."""
         yield
+
+    def model_loaded(self, run: "ProtocolRun", model: Any) -> None:
+        """Called with the loaded model, before anything is measured."""
 
     @contextlib.contextmanager
     def measuring(self, run: "ProtocolRun") -> Iterator[None]:
@@ -294,8 +297,6 @@ class ProtocolRun(Generic[U, R]):
             self.progress.phase(name)
 
     def _start_progress(self, total: int, done: int) -> None:
-        from .progress import Progress, terminal_emitter
-
         emit, tty = terminal_emitter(self.config) if self.config is not None else (None, False)
         self.progress = Progress(self.run.dir, self.protocol.name, self.run.run_id, total, done, emit=emit, tty=tty)
 
@@ -320,7 +321,7 @@ class ProtocolRun(Generic[U, R]):
                     finally:
                         self._ledger = None
                         self._started = False
-        return read_ledger(self.ledger_path, protocol.record_type)
+        return read_ledger(self.ledger_path, protocol.record_type, protocol.record_key)
 
     def record(self, description: Mapping[str, Any], records: Iterable[R]) -> list[R]:
         """Record ``records`` as measured by the model ``description`` (for tools and self-checks that
@@ -353,7 +354,7 @@ class ProtocolRun(Generic[U, R]):
 
     def records(self) -> list[R]:
         """The records of a finished run (no measurement)."""
-        return read_ledger(self.ledger_path, self.protocol.record_type)
+        return read_ledger(self.ledger_path, self.protocol.record_type, self.protocol.record_key)
 
     def recorded_identities(self) -> list[dict[str, Any] | None]:
         return read_identities(self.ledger_path)

@@ -29,6 +29,9 @@ from typing import Any
 
 import pytest
 
+from fixtures import FIXTURE_SETS
+from models import available_models
+
 from . import registry, tuning
 from ._canonical import sha256_json
 from .commandline import CommandParser, run_command, usage_line
@@ -159,14 +162,10 @@ def list_things(what: str = "protocols") -> int:
             title = header.get("title") or ""
             print(f"{name:10s} {folder.relative_to(SUITE_ROOT) if folder.is_relative_to(SUITE_ROOT) else folder}  {title}")
     elif what == "models":
-        from models import available_models
-
         for name, summary in sorted(available_models().items()):
             print(f"{name:40s} {summary}")
         print("also: a hub id (pinned with --revision), a local path, or openai:MODEL@BASE_URL for a served model")
     else:
-        from fixtures import FIXTURE_SETS
-
         for name, build in sorted(FIXTURE_SETS.items()):
             rows = build()
             size = f"{len(rows)} rows" if hasattr(rows, "__len__") else ""

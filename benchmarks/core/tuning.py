@@ -13,12 +13,15 @@ trick                  what it does
 C heap                 ``preregbench run`` keeps freed memory in the process's glibc heap
                        (:func:`keep_freed_heap`): a forward pass frees and re-allocates the same
                        large temporaries, which otherwise come back as fresh zeroed pages
-collector              while the units are measured, what exists after the model load (the model,
-                       its libraries' modules) is frozen out of the cycle collector's generations
-                       (``gc.freeze``), so full collections do not walk torch's object graphs;
-                       ``preregbench run`` freezes everything at the session end
-threads                a protocol that asks for ``threads="auto"`` gets the CPU count the machine
-                       leaves idle (the model backend's choice); off: torch's own count
+collector              the cycle collector paused while the model loads, and what the load made moved
+                       to the oldest generation (:func:`collector_paused`); while the units are
+                       measured, what exists after the load (the model, its libraries' modules) is
+                       frozen out of the collector's generations (``gc.freeze``), so full collections
+                       do not walk torch's object graphs; ``preregbench run`` freezes everything at
+                       the session end
+threads                a protocol that asks for ``threads="auto"`` gets the CPUs other processes
+                       leave idle when its model has loaded (:func:`cpu_threads`); off: torch's own
+                       count
 figures ahead          a run whose protocol draws report figures and whose model loads weights
                        forks a copy of the process before the load; it readies matplotlib on the
                        idle core and draws the figures when the report is written (Linux, before
@@ -34,12 +37,16 @@ import ctypes
 import gc
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+import models
+
 from . import _figures_ahead
 from .protocol import Protocol
-from .report import pyplot, render_figures, warm_figures
+from .registry import find
+from .report import render_figures, warm_figures
 from .run import ProtocolRun, RunTuning
 
 #: The one switch: ``off`` (also ``0``, ``no``, ``false``) turns every trick of this module off.
@@ -114,13 +121,92 @@ def _apply_heap() -> str:
             f"trim threshold {TRIM_THRESHOLD >> 30} GiB)")
 
 
+# --------------------------------------------------------------------------- threads
+
+#: Environment variables through which a user fixes the intra-op thread count (torch reads them at import).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: Where the kernel counts the runnable tasks of the whole machine (Linux).
+PROC_STAT = "/proc/stat"
+
+
+def cpu_threads(default: int) -> int:
+    """Intra-op threads for a CPU model whose protocol asks for ``threads="auto"``; ``default`` is torch's count.
+
+    An explicit setting wins: with ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` set, ``default`` (which follows
+    them) is kept.  Otherwise it is capped by the CPUs that other processes leave idle now: the usable CPUs less
+    :func:`busy_cpus`, rounded, at least 1.  On a shared machine OpenMP threads wait at every parallel region
+    for a preempted sibling, and one thread finishes sooner than two.  The count changes the schedule of the
+    arithmetic, not the model's inputs; the RES model-phase benchmark compares the records of both settings.
+    """
+    if any(os.environ.get(name, "").strip() for name in THREAD_VARIABLES):
+        return default
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count() or default
+    busy = busy_cpus()
+    if busy is None:
+        return default
+    return max(1, min(default, round(usable - busy)))
+
+
+def busy_cpus(samples: int = 20, interval: float = 0.005) -> float | None:
+    """How many CPUs other processes keep busy now: the runnable tasks besides this one, averaged over ``samples``
+    reads of ``procs_running`` in /proc/stat ``interval`` seconds apart (0.1 s in all).
+
+    The 1-minute load average is the fallback where /proc/stat cannot be read (None when neither can).  It
+    trails the machine by a minute: right after another job ends it still counts that job.
+    """
+    counts = []
+    try:
+        for i in range(samples):
+            if i:
+                time.sleep(interval)
+            with open(PROC_STAT, "rb") as handle:
+                text = handle.read()
+            start = text.index(b"\nprocs_running ") + len(b"\nprocs_running ")
+            counts.append(max(0, int(text[start:text.index(b"\n", start)]) - 1))  # less this thread, running
+    except (OSError, ValueError):
+        counts = []
+    if counts:
+        return sum(counts) / len(counts)
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+# --------------------------------------------------------------------------- the collector
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cycle collector off while a model loads: importing torch and transformers and building the model
+    make millions of long-lived objects, and every full collection they trigger walks all of them (about 0.5 s
+    of a SmolLM2 load on a 2-core machine) to find almost no garbage.  A load is one bounded step, so nothing
+    accumulates; the collector is on again afterwards if it was on before.
+
+    Those objects would still sit in the youngest generation, and the first allocations after the load would
+    walk them twice, in a young and then a middle collection (about 0.3 s for SmolLM2).  So they go straight
+    to the oldest generation (``gc.freeze`` then ``gc.unfreeze``, which moves every tracked object there without
+    a walk), unless something else holds frozen objects, which the unfreeze would release."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()
+
+
 # --------------------------------------------------------------------------- figures drawn ahead
 
 
 def _loads_weights(name: str) -> bool:
     """Whether model ``name`` is one the transformers backend loads (bundled, a local folder, a hub id)."""
-    import models  # the model registry and its HTTP client: only a run that is about to load a model asks
-
     try:
         return models.check_model_name(name) in {"bundled", "local", "hub"}
     except Exception:  # an unknown name fails in load_model with its own message
@@ -130,8 +216,6 @@ def _loads_weights(name: str) -> bool:
 def draw_figures_ahead(protocol: Protocol, run_dir: Path) -> bool:
     """Fork a copy of this process that readies matplotlib now and draws ``run_dir``'s figures when its report
     is written; False when none was made (not Linux, torch already imported, another thread running)."""
-    from .registry import find
-
     def render(name: str, folder: Path, summary: Mapping[str, Any]) -> tuple[list, list[str]]:
         notes: list[str] = []
         return render_figures(find(name) or protocol, folder, summary, notes), notes
@@ -156,16 +240,34 @@ class ProcessTuning(RunTuning):
 
     def __init__(self) -> None:
         self.done: dict[str, Any] = {}
+        self._auto_threads = False
 
     def model_options(self, run: ProtocolRun, options: dict[str, Any]) -> dict[str, Any]:
-        if options.get("threads") == "auto":
-            self.done["threads"] = "auto: the CPUs the machine leaves idle when the model is loaded"
+        if options.get("threads") == "auto":  # chosen once the model has loaded (model_loaded)
+            self._auto_threads = True
+            options = {**options, "threads": None}
         return options
 
     def before_model_load(self, run: ProtocolRun) -> None:
         protocol = run.protocol
         if type(protocol).report_figures is not Protocol.report_figures and _loads_weights(run.model):
             self.done["figures_ahead"] = draw_figures_ahead(protocol, run.location)
+
+    @contextlib.contextmanager
+    def loading_model(self, run: ProtocolRun) -> Iterator[None]:
+        with collector_paused():
+            yield
+        self.done["collector_during_load"] = "paused; what the load made moved to the oldest generation"
+
+    def model_loaded(self, run: ProtocolRun, model: Any) -> None:
+        set_threads = getattr(model, "set_threads", None)
+        if not self._auto_threads or set_threads is None or model.describe().device != "cpu":
+            return
+        import torch  # the model loaded on torch: it is imported already, this only names it
+
+        count = cpu_threads(torch.get_num_threads())
+        set_threads(count)
+        self.done["threads"] = count
 
     @contextlib.contextmanager
     def measuring(self, run: ProtocolRun) -> Iterator[None]:
@@ -209,5 +311,6 @@ def at_session_end() -> None:
 #: The report's hook for figures a copy drew ahead (passed to ``report.write_reports`` by the plugin).
 DRAWN_AHEAD: Callable[[Any, Path, Mapping[str, Any]], Any] = figures_drawn_ahead
 
-__all__ = ["DRAWN_AHEAD", "ProcessTuning", "SWITCH", "Untuned", "at_session_end", "draw_figures_ahead", "enabled",
-           "figures_drawn_ahead", "for_run", "heap_setting", "keep_freed_heap", "pyplot"]
+__all__ = ["DRAWN_AHEAD", "MALLOC_VARIABLES", "PROC_STAT", "ProcessTuning", "SWITCH", "THREAD_VARIABLES", "Untuned",
+           "at_session_end", "busy_cpus", "collector_paused", "cpu_threads", "draw_figures_ahead", "enabled",
+           "figures_drawn_ahead", "for_run", "heap_setting", "keep_freed_heap"]

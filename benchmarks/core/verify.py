@@ -53,9 +53,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .errors import PreregbenchError
+from fixtures import FIXTURE_SETS
+
 from . import registry
 from .commandline import CommandParser, run_command, usage_line
-from ._canonical import FileReadError, read_json_file, sha256_bytes, sha256_json
+from ._canonical import FileReadError, json_text, read_json_file, sha256_bytes, sha256_json
+from .ledger import LedgerError, read_identities, read_ledger
 from .manifest import MANIFEST_FILE, ManifestError, file_sha256, run_files
 from .run import FIXTURES_FILE
 from .provenance import ProvenanceError, check_revision, read_provenance
@@ -475,10 +478,6 @@ class _Verifier:
         check = "fixtures"
         rebuilt: dict[str, Any] = {}
         unregistered = []
-        try:
-            from fixtures import FIXTURE_SETS
-        except ImportError:
-            FIXTURE_SETS = {}
         for name in sorted(self.fixtures):
             if name in FIXTURE_SETS:
                 rebuilt[name] = sha256_json(FIXTURE_SETS[name]())
@@ -581,7 +580,99 @@ class _Verifier:
                 self.add(INCONSISTENT, check, f"derives {label!r}, the run recorded {name} = {recorded!r}",
                          self._summary_name(), f"classifications.{name}")
                 return
-        self.add(OK, check, "no disagreement; derives " + ", ".join(f"{n} = {l}" for n, l in pairs))
+        compared = 0
+        for table in ("metrics", "intervals"):
+            derived, shown = out.get(table), self.summary.get(table)
+            if not isinstance(derived, dict) or not isinstance(shown, dict):
+                continue
+            for key in sorted(set(derived) & set(shown)):
+                where = _first_difference(shown[key], derived[key], f"{table}.{key}", tolerance=1e-9, shared=True)
+                compared += 1
+                if where is not None:
+                    path, recorded, recomputed = where
+                    self.add(TAMPERED, check, f"shows {recorded!r}, the rescorer recomputes {recomputed!r} from the "
+                             "ledger", self._summary_name(), path)
+                    return
+        self.add(OK, check, "no disagreement; derives " + ", ".join(f"{n} = {l}" for n, l in pairs)
+                 + (f"; {compared} metrics and intervals of the summary recomputed alike" if compared else ""))
+
+    # ----------------------------------------------------------------- every figure, recomputed
+
+    def _run_here(self) -> Any:
+        """A run of the protocol over this run directory (read only) with the recorded model, device and settings;
+        a string saying why there is none when the settings cannot be reproduced here."""
+        protocol, prov = self.protocol, self.provenance
+        identity = dict(prov.identity)
+        options = protocol.options_from_settings(identity.get("settings") or {})
+        run = ProtocolRun(protocol, Run(protocol.name, prov.run_id, self.run_dir.parent.parent, prov.started_at,
+                                        protocol.folder),
+                          model=identity.get("model"), device=identity.get("device"),
+                          revision=identity.get("revision"), options=options)
+        if json.loads(json.dumps(run.settings_record)) != identity.get("settings"):
+            return "the options this protocol derives from the recorded settings do not give them back"
+        return run
+
+    def check_figures(self) -> None:
+        """The summary (what ``report.json``, ``report.html`` and ``report.md`` show) recomputed from the ledger by
+        the protocol's own code: every unit recorded once, every record of this run, every metric, interval,
+        classification and count equal to what the run wrote."""
+        prov = self.provenance
+        if prov is None or self.summary is None:
+            return
+        check = "figures"
+        try:
+            if self.protocol is None:
+                self.protocol = self._load_protocol()
+            run = self._run_here()
+        except Exception as exc:  # the protocol cannot be run here: say so in one line
+            self.add(EXPLORATORY, check, f"not recomputed: {type(exc).__name__}: {_one_line(exc)}",
+                     self._summary_name())
+            return
+        if isinstance(run, str):
+            self.add(EXPLORATORY, check, f"not recomputed: {run}", self._summary_name())
+            return
+        protocol = self.protocol
+        ledger = self.run_dir / protocol.ledger_name(run)
+        name = ledger.relative_to(self.run_dir).as_posix()
+        try:
+            records = read_ledger(ledger, protocol.record_type, protocol.record_key)
+            identities = read_identities(ledger)
+        except (LedgerError, OSError) as exc:
+            self.add(TAMPERED, check, _one_line(exc).replace(str(self.run_dir) + "/", ""), name)
+            return
+        expected = [protocol.unit_key(u) for u in run.units]
+        recorded = [getattr(r, protocol.record_key) for r in records]
+        missing = [k for k in expected if k not in set(recorded)]
+        foreign = [k for k in recorded if k not in set(expected)]
+        if missing or foreign:
+            what = (f"unit {missing[0]!r} of the run is not recorded ({len(missing)} missing)" if missing
+                    else f"unit {foreign[0]!r} is not a unit of the run ({len(foreign)} such)")
+            self.add(TAMPERED, check, what, name)
+            return
+        for number, identity in enumerate(identities, start=1):
+            if identity != dict(prov.identity):
+                self.add(TAMPERED, check, f"line {number} carries another run identity than provenance.json's",
+                         name, "identity")
+                return
+        try:
+            measured = protocol.metrics(run, records)
+            recomputed = json.loads(json_text(run.build_summary(records, measured), sort_keys=True, allow_nan=False))
+        except Exception as exc:
+            self.add(EXPLORATORY, check, f"not recomputed: {type(exc).__name__}: {_one_line(exc)}",
+                     self._summary_name())
+            return
+        where = _first_difference(self.summary, recomputed, "")
+        if where is not None:
+            path, shown, again = where
+            # A summary that disagrees with a ledger the rescorer found consistent was changed after the run; one
+            # that follows from a ledger whose own fields disagree (the rescorer names the unit) is its consequence.
+            ledger_inconsistent = any(f.check == "rescorer" and f.word == INCONSISTENT for f in self.findings)
+            self.add(INCONSISTENT if ledger_inconsistent else TAMPERED, check,
+                     f"shows {shown!r}, the protocol recomputes {again!r} from the ledger", self._summary_name(),
+                     path or "(the whole summary)")
+            return
+        self.add(OK, check, f"{len(records)} records, every unit once, of this run; the summary's "
+                 f"{len(recomputed.get('metrics') or {})} metrics, intervals and classifications recomputed alike")
 
     def _ledger_name(self) -> str:
         records = (self.summary or {}).get("records")
@@ -639,6 +730,7 @@ class _Verifier:
         self.check_repository()
         self.check_fixtures()
         self.check_rescorer()
+        self.check_figures()
         self.check_confirmatory()
         worst = max((f.word for f in self.findings), key=_RANK.__getitem__, default=OK)
         return Outcome(VERIFIED if worst == OK else worst, tuple(self.findings))
@@ -671,6 +763,43 @@ def verify(run_dir: str | os.PathLike[str], repo: str | os.PathLike[str] | None 
         raise VerifyUsageError(f"the repository {checkout} lies inside the run directory {folder}; verify trusts no "
                                "code shipped with a run: pass --repo PATH of the checkout the run was made from")
     return _Verifier(folder, checkout).run()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+def _first_difference(shown: Any, again: Any, path: str, tolerance: float = 0.0,
+                      shared: bool = False) -> tuple[str, Any, Any] | None:
+    """The first place (a dotted path, keys in sorted order) where two JSON values differ, with both values there;
+    None when they agree.  Numbers agree within ``tolerance`` (relative); ``1`` and ``1.0`` agree.  With
+    ``shared``, objects are compared on the keys both hold (a rescorer recomputes some fields of an interval,
+    not every one the summary shows)."""
+    if isinstance(shown, dict) and isinstance(again, dict):
+        keys = set(shown) & set(again) if shared else set(shown) | set(again)
+        for key in sorted(keys, key=str):
+            where = f"{path}.{key}" if path else str(key)
+            if key not in shown or key not in again:
+                return where, shown.get(key, "<absent>"), again.get(key, "<absent>")
+            found = _first_difference(shown[key], again[key], where, tolerance, shared)
+            if found is not None:
+                return found
+        return None
+    if isinstance(shown, list) and isinstance(again, list):
+        if len(shown) != len(again):
+            return f"{path}[len]", len(shown), len(again)
+        for index, (a, b) in enumerate(zip(shown, again)):
+            found = _first_difference(a, b, f"{path}[{index}]", tolerance, shared)
+            if found is not None:
+                return found
+        return None
+    numbers = (int, float)
+    if isinstance(shown, numbers) and isinstance(again, numbers) and not isinstance(shown, bool) \
+            and not isinstance(again, bool):
+        if shown == again or abs(shown - again) <= tolerance * max(abs(shown), abs(again)):
+            return None
+        return path, shown, again
+    return None if shown == again and type(shown) is type(again) else (path, shown, again)
 
 
 def _under(path: Path, folder: Path) -> bool:

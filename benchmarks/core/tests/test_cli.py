@@ -156,6 +156,21 @@ def test_plain_progress_prints_a_line_every_tenth_of_the_run_and_at_each_phase(t
     assert state["phase"] == "finished" and state["units_done"] == 100 and state["eta_s"] == 0.0
 
 
+def test_the_rate_counts_measurement_only_not_the_model_load(tmp_path: Path) -> None:
+    """60 s of loading, then 10 units at 3 units/s: the rate says 3, not 10 / 63; elapsed says 63 s."""
+    p, _, clock = progress(tmp_path, 100)
+    p.phase("loading model")
+    clock.t += 60.0
+    p.phase("measuring")
+    for _ in range(10):
+        clock.t += 1 / 3
+        p.advance()
+    state = p.state()
+    assert state["rate_units_per_s"] == 3.0 and state["elapsed_s"] == 63.333
+    assert state["eta_s"] == 30.0  # 90 units left at 3 units/s
+    assert "elapsed 1:03, 3.00 units/s, left 0:30" in p.line()
+
+
 def test_plain_progress_prints_after_30_seconds_without_a_line(tmp_path: Path) -> None:
     p, lines, clock = progress(tmp_path, 1000)
     p.advance()

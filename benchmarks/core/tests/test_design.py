@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from benchmarks.core import Classification, Condition, Rule
-from benchmarks.core import design
+from benchmarks.core import Classification, Condition, Rule, design
 from benchmarks.core.stats import paired_difference_interval
+from benchmarks.cwr.design import CWR_C_VALIDITY, cwr_simulated_tables, cwr_tables
+from benchmarks.ladder.design import ladder_tables
+from benchmarks.pzombie.design import pzombie_tables
+from benchmarks.res.design import res_tables
 
 
 def _float(cell: str) -> float:
@@ -37,7 +40,7 @@ def test_outcome_distribution_equals_the_unpooled_product():
 
 
 def test_res_numbers_match_scipy_binomial():
-    single, gate = design.res_tables()
+    single, gate = res_tables()
     labels = gate.header[1:]
     for row_single, row_gate in zip(single.rows, gate.rows):
         p = float(row_single[0])
@@ -58,7 +61,7 @@ def test_res_numbers_match_scipy_binomial():
 
 
 def test_ladder_numbers_match_scipy_binomial():
-    clause_a, clauses_bc = design.ladder_tables()
+    clause_a, clauses_bc = ladder_tables()
     for row_a, row_bc in zip(clause_a.rows, clauses_bc.rows):
         e = float(row_a[0].rstrip("%")) / 100
         # 150 scored units: inside 10-35% means 15 to 52 errors (35% of 150 is 52.5)
@@ -73,7 +76,7 @@ def test_ladder_numbers_match_scipy_binomial():
 
 def test_cwr_numbers_match_a_scipy_multinomial_sum():
     n = 12  # the sums are the same at the planned 24 pairs; 12 keeps the two interval sweeps short
-    (table,) = design.cwr_tables((0.0, 0.4), pairs=n)
+    (table,) = cwr_tables((0.0, 0.4), pairs=n)
     labels = table.header[2:]
     assert f"{n} pairs" in table.title
     counts = np.array([(a, b, c, n - a - b - c) for a in range(n + 1) for b in range(n + 1 - a)
@@ -82,7 +85,7 @@ def test_cwr_numbers_match_a_scipy_multinomial_sum():
     supported_mask = np.array([i.low >= 0.20 for i in bounds])
     rejected_mask = np.array([i.high < 0.20 for i in bounds]) & ~supported_mask
     for row in table.rows:
-        d, c = float(row[0]), design.CWR_C_VALIDITY
+        d, c = float(row[0]), CWR_C_VALIDITY
         f = c + d
         pmf = sps.multinomial.pmf(counts, n, [f * c, f * (1 - c), (1 - f) * c, (1 - f) * (1 - c)])
         assert pmf.sum() == pytest.approx(1.0)
@@ -98,7 +101,7 @@ class _Fixed:
 
 
 def test_cwr_interval_is_a_parameter():
-    (table,) = design.cwr_tables((0.0,), interval=lambda *cells: _Fixed(), pairs=4)
+    (table,) = cwr_tables((0.0,), interval=lambda *cells: _Fixed(), pairs=4)
     got = dict(zip(table.header[2:], map(float, table.rows[0][2:])))
     assert got["RECOMBINATION_DEFICIT_SUPPORTED"] == 1.0
     assert design.load_interval("benchmarks.core.stats:paired_difference_interval") is paired_difference_interval
@@ -110,18 +113,18 @@ def test_cwr_interval_is_a_parameter():
 
 def test_cwr_simulation_goes_through_the_protocols_metrics():
     # F always valid, C never: every table is (0, 24, 0, 0), a deficit of 1 that any interval supports
-    (table,) = design.cwr_simulated_tables((1.0,), c_validity=0.0, simulations=20, seed=3)
+    (table,) = cwr_simulated_tables((1.0,), c_validity=0.0, simulations=20, seed=3)
     got = dict(zip(table.header[2:], map(float, table.rows[0][2:])))
     assert got["RECOMBINATION_DEFICIT_SUPPORTED"] == 1.0
     assert "24 pairs" in table.title and "20 simulations per row, seed 3" in table.title
-    again = design.cwr_simulated_tables((0.2,), simulations=30, seed=3)[0].rows
-    assert again == design.cwr_simulated_tables((0.2,), simulations=30, seed=3)[0].rows
+    again = cwr_simulated_tables((0.2,), simulations=30, seed=3)[0].rows
+    assert again == cwr_simulated_tables((0.2,), simulations=30, seed=3)[0].rows
     assert sum(map(float, again[0][2:])) == pytest.approx(1.0, abs=5e-4)  # four-decimal rounding
 
 
 def test_pzombie_simulation_matches_the_noncentral_f_power():
     simulations = 600
-    eta_table, token_table = design.pzombie_tables(etas=(0.0, 0.10), r2s=(0.0,), simulations=simulations, seed=11)
+    eta_table, token_table = pzombie_tables(etas=(0.0, 0.10), r2s=(0.0,), simulations=simulations, seed=11)
     header = eta_table.header
     df1, df2 = 3, 76
     critical = sps.f.ppf(0.95, df1, df2)  # p < 0.05; it implies eta^2 = 3F / (3F + 76) > 0.05
@@ -137,7 +140,7 @@ def test_pzombie_simulation_matches_the_noncentral_f_power():
         # with token diversity independent of H, R^2 < 0.30 nearly always holds at n = 80
         assert abs(got["combined: ANTI_P_ZOMBIE_CONFIRMED"] - confirm) < tolerance, (eta, got, confirm)
     assert token_table.rows[0][1:] == ("0.0000", "0.0000", "1.0000")
-    again = design.pzombie_tables(etas=(0.0, 0.10), r2s=(0.0,), simulations=simulations, seed=11)
+    again = pzombie_tables(etas=(0.0, 0.10), r2s=(0.0,), simulations=simulations, seed=11)
     assert again[0].rows == eta_table.rows
 
 

@@ -7,7 +7,9 @@ computation (Tango's restricted maximum-likelihood step solved numerically).
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +20,13 @@ from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 from benchmarks.core import paired, stats
-from benchmarks.cwr import bench_coverage
+from benchmarks.core.rundir import SUITE_ROOT
+
+# The coverage benchmark lives outside the installed packages (scripts/bench/); load it by path.
+_spec = importlib.util.spec_from_file_location("bench_coverage", SUITE_ROOT / "scripts" / "bench" / "bench_coverage.py")
+bench_coverage = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = bench_coverage  # its dataclasses resolve their annotations through sys.modules
+_spec.loader.exec_module(bench_coverage)
 
 Z95 = sp.norm.ppf(0.975)
 

@@ -15,7 +15,7 @@ from hypothesis import settings
 
 def test_profile():
     current = settings()
-    print("PROFILE", current.derandomize, current.database, current.print_blob)
+    print("PROFILE", current.derandomize, current.database, current.print_blob, "DEADLINE", current.deadline)
 """)
     return pytester
 
@@ -31,3 +31,11 @@ def test_unknown_profile_is_a_usage_error(project: pytest.Pytester, monkeypatch:
     result = project.runpytest_subprocess("-p", "no:xdist")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*HYPOTHESIS_PROFILE='fast' is not a registered Hypothesis profile*"])
+
+
+def test_a_plain_run_has_no_deadline(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without HYPOTHESIS_PROFILE the suite's own profile applies: Hypothesis's defaults but no 200 ms deadline,
+    which a loaded machine misses on a test's first, cold call."""
+    monkeypatch.delenv("HYPOTHESIS_PROFILE", raising=False)
+    result = project.runpytest_subprocess("-s", "-p", "no:xdist")
+    result.stdout.fnmatch_lines(["*PROFILE False * DEADLINE None*"])

@@ -97,8 +97,9 @@ def test_scaffold_refuses_bad_names_and_existing_folders(tmp_path: Path) -> None
     scaffold("fine", tmp_path)
     with pytest.raises(ScaffoldError, match="already exists"):
         scaffold("fine", tmp_path)
-    assert sorted(p.name for p in (tmp_path / "fine").iterdir()) == sorted(
-        ["__init__.py", "prereg.toml", "protocol.py", "conftest.py", "rescore.py", "test_protocol_runs.py", "README.md"])
+    assert sorted(p.relative_to(tmp_path / "fine").as_posix() for p in (tmp_path / "fine").rglob("*")) == sorted(
+        ["__init__.py", "prereg.toml", "protocol.py", "conftest.py", "rescore.py", "tests", "tests/__init__.py",
+         "tests/test_protocol_runs.py", "README.md"])
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
@@ -222,7 +223,7 @@ def test_a_preempted_rule_is_not_read_and_a_breakdown_with_an_undefined_metric_s
 
 
 def test_identity_conflicts_name_each_difference() -> None:
-    from benchmarks.core.protocol import identity_conflicts
+    from benchmarks.core.run import identity_conflicts
 
     old = {"model": "a", "revision": "sha256:1", "settings": {"n": 1, "k": 2}, "fixtures": {"set": "0" * 64}}
     assert identity_conflicts(old, old) == []
@@ -249,5 +250,5 @@ def test_the_preregbench_command_dispatches_new(tmp_path: Path) -> None:
 
     assert cli.main(["new", "demo", "--into", str(tmp_path)]) == 0
     assert (tmp_path / "demo" / "prereg.toml").is_file()
-    assert cli.main(["new", "demo", "--into", str(tmp_path)]) == 2  # already there: one line, no traceback
+    assert cli.main(["new", "demo", "--into", str(tmp_path)]) == 4  # already there: one line, no traceback
     assert cli.main(["nonsense"]) == 4  # usage

@@ -32,7 +32,8 @@ class _Run:
     def __init__(self, tuned: bool = True) -> None:
         self.started: dict[str, Any] | None = None
         self.tuning = tuning.ProcessTuning() if tuned else tuning.Untuned()
-        self.protocol: Any = None
+        self.protocol: Any = _Protocol.__new__(_Protocol)
+        self.model = "scripted-oracle"  # a name whose load reads no weights: no figures are drawn ahead
 
     def start(self, description: dict[str, Any]) -> None:
         self.started = description

@@ -1,4 +1,5 @@
-"""keep_freed_heap: freed memory is reused instead of faulted back in, and a user's own malloc settings win.
+"""tuning.keep_freed_heap: freed memory is reused instead of faulted back in, a user's own malloc settings win,
+and PREREGBENCH_TUNING=off leaves the heap alone.
 
 Each check runs in a fresh interpreter (the setting lasts for a process's life) and counts minor page faults,
 which are events, not time: a buffer that comes back from the kernel faults once per page it touches.
@@ -15,7 +16,7 @@ import textwrap
 
 import pytest
 
-from models._heap import MALLOC_VARIABLES
+from benchmarks.core.tuning import MALLOC_VARIABLES, SWITCH
 
 GLIBC_LINUX = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
@@ -25,7 +26,7 @@ GLIBC_LINUX = sys.platform.startswith("linux") and platform.libc_ver()[0] == "gl
 _CHURN = textwrap.dedent("""
     import ctypes, json, resource, sys
     sys.path.insert(0, {root!r})
-    from models import keep_freed_heap
+    from benchmarks.core.tuning import keep_freed_heap
     said = keep_freed_heap() if {keep!r} else None
     libc = ctypes.CDLL(None)
     libc.malloc.restype = ctypes.c_void_p
@@ -46,11 +47,11 @@ _CHURN = textwrap.dedent("""
     print(json.dumps({{"faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before, "said": said,
                       "again": keep_freed_heap() if {keep!r} else None}}))
 """)
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def churn(keep: bool, **extra_env: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not (k in MALLOC_VARIABLES or k == "GLIBC_TUNABLES")}
+    env = {k: v for k, v in os.environ.items() if not (k in MALLOC_VARIABLES or k in ("GLIBC_TUNABLES", SWITCH))}
     env.update(extra_env)
     done = subprocess.run([sys.executable, "-c", _CHURN.format(root=ROOT, keep=keep)], env=env, text=True,
                           capture_output=True, timeout=120)
@@ -77,15 +78,22 @@ def test_a_users_own_malloc_settings_are_kept(variable: str, value: str) -> None
     assert result["faults"] > 5 * 4 * 2048 // 2  # glibc runs with the user's settings: nothing was changed
 
 
+@pytest.mark.skipif(not GLIBC_LINUX, reason="the setting applies to glibc on Linux only")
+def test_with_tuning_off_the_heap_is_left_as_it_is() -> None:
+    result = churn(keep=True, **{SWITCH: "off"})
+    assert result["said"] == f"left as it is ({SWITCH}=off)"
+    assert result["faults"] > 5 * 4 * 2048 // 2  # glibc as it is: the freed buffers are faulted back in
+
+
 def test_the_setting_is_reported_to_provenance_only_once_made() -> None:
     code = textwrap.dedent(f"""
         import sys, json
         sys.path.insert(0, {ROOT!r})
+        from benchmarks.core import tuning
         from benchmarks.core.provenance import hardware_summary
-        before = hardware_summary()["c_heap"]
-        from models import keep_freed_heap
-        said = keep_freed_heap()
-        print(json.dumps([before, said, hardware_summary()["c_heap"]]))
+        before = hardware_summary(tuning.ProcessTuning().record())["c_heap"]
+        said = tuning.keep_freed_heap()
+        print(json.dumps([before, said, hardware_summary(tuning.ProcessTuning().record())["c_heap"]]))
     """)
     done = subprocess.run([sys.executable, "-c", code], text=True, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -171,3 +171,42 @@ def test_the_manifest_builder_agrees_with_the_forgery_helper(pytester: pytest.Py
     expected = build_manifest(run_dir)["files"]
     reseal(run_dir)
     assert json.loads((run_dir / MANIFEST_FILE).read_text())["files"] == expected
+
+
+# --------------------------------------------------------------------------- what a report shows, recomputed
+
+
+def test_a_summary_figure_rewritten_with_its_manifest_is_tampered(pytester: pytest.Pytester, project: Path) -> None:
+    """A metric of summary.json changed (the manifest made to agree): the report would show it, the ledger does not
+    bear it out; verify recomputes the summary from the ledger and names the field."""
+    run_dir = run_toy(pytester)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    key = sorted(k for k, v in summary["metrics"].items() if isinstance(v, float))[0]
+    summary["metrics"][key] = summary["metrics"][key] * 0.8 + 0.01
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    reseal(run_dir)
+    status, lines, _ = verify(project, run_dir)
+    assert status == 2 and lines[-1].startswith("TAMPERED: summary.json: field metrics."), lines
+    assert any(line.startswith("TAMPERED") and "figures:" in line and f"metrics.{key}" in line for line in lines)
+
+
+@pytest.mark.parametrize("damage", ["blank lines", "crlf", "duplicate"])
+def test_a_ledger_no_writer_of_the_suite_makes_is_tampered(pytester: pytest.Pytester, project: Path,
+                                                           damage: str) -> None:
+    """Blank lines appended, CR LF endings, a record repeated (the manifest made to agree): refused as the Ledger
+    class refuses them on resume, never taken for a run that is merely exploratory."""
+    run_dir = run_toy(pytester)
+    ledger = run_dir / "records.jsonl"
+    data = ledger.read_bytes()
+    if damage == "blank lines":
+        data += b"\n" * 1000
+    elif damage == "crlf":
+        data = data.replace(b"\n", b"\r\n")
+    else:
+        data += data.splitlines(keepends=True)[0]
+    ledger.write_bytes(data)
+    reseal(run_dir)
+    status, lines, _ = verify(project, run_dir)
+    expected = {"blank lines": "is blank", "crlf": "ends in CR LF", "duplicate": "already recorded on line 1"}[damage]
+    assert status == 2, lines
+    assert any(line.startswith("TAMPERED") and expected in line for line in lines), lines
