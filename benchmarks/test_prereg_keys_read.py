@@ -65,12 +65,12 @@ def run_ok(pytester: pytest.Pytester, target: Path, results: Path, *args: str) -
 
 
 LOAD_OPTIONS = """
-import importlib, sys, tempfile
+import sys, tempfile
 from pathlib import Path
-from benchmarks.core import ProtocolRun, Run
+from benchmarks.core import ProtocolRun, Run, registry
 from benchmarks.core.provenance import utc_now
 name, devices = sys.argv[1], sys.argv[2:]
-protocol = importlib.import_module(f"benchmarks.{name}.protocol").PROTOCOL
+protocol = registry.get(name)
 for device in devices:
     run = ProtocolRun(protocol, Run(name, "options", Path(tempfile.mkdtemp()), utc_now(), protocol.folder), device=device)
     print(device, protocol.model_options(run))

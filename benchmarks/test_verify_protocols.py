@@ -47,20 +47,20 @@ def edit_ledger(path: Path, key: str, change: Callable[[dict[str, Any]], bool]) 
 
 
 def res_run(pytester: pytest.Pytester, tmp_path: Path) -> Path:
-    from benchmarks.res.test_protocol_runs import run_res
+    from benchmarks.res.tests.test_protocol_runs import run_res
 
     return run_res(pytester, tmp_path, "--model", "scripted-oracle")[2]
 
 
 def cwr_run(pytester: pytest.Pytester, tmp_path: Path) -> Path:
-    from benchmarks.cwr.test_protocol_runs import run_cwr
+    from benchmarks.cwr.tests.test_protocol_runs import run_cwr
 
     return run_cwr(pytester, tmp_path, "--model", "scripted-oracle", "--cwr-units-per-condition=2", in_process=True)[2]
 
 
 def ladder_run(pytester: pytest.Pytester, tmp_path: Path) -> Path:
     from benchmarks.core.selfcheck import read_report
-    from benchmarks.ladder.test_protocol_runs import run_ladder
+    from benchmarks.ladder.tests.test_protocol_runs import run_ladder
 
     results = tmp_path / "results"
     result = run_ladder(pytester, results, "--model", "scripted-ladder-flaky", "--ladder-units-per-tier=4")
@@ -69,7 +69,7 @@ def ladder_run(pytester: pytest.Pytester, tmp_path: Path) -> Path:
 
 def pzombie_run(pytester: pytest.Pytester, tmp_path: Path) -> Path:
     from benchmarks.pzombie.scenarios import prefill_run
-    from benchmarks.pzombie.test_protocol_runs import run_pzombie
+    from benchmarks.pzombie.tests.test_protocol_runs import run_pzombie
 
     results = tmp_path / "results"
     prefill_run(results, "scenario", "confirmed")

@@ -80,69 +80,28 @@ def copy_baseline(target: worlds.World, demonstrations: Sequence[tuple[worlds.Wo
 
 
 def random_baseline(target: worlds.World, samples: int, seed: int) -> int:
-    """How many of ``samples`` seeded random grounded-step sequences are VALID."""
+    """How many of ``samples`` seeded random candidates of the target's family (``Family.random_artifacts``)
+    are VALID."""
     rng = random.Random(f"{seed}:random:{target.id}")
-    if target.family == "dataflow":
-        return _random_programs(target, samples, rng)
-    alphabet = [s.render() for s in worlds.grounded_steps(target)]
-    valid = 0
-    for _ in range(samples):
-        length = rng.randint(1, target.budget.max_steps)
-        valid += worlds.check(target, _text(rng.choice(alphabet) for _ in range(length))).ok
-    return valid
-
-
-def _random_programs(target: worlds.World, samples: int, rng: random.Random) -> int:
-    spec = target.spec
-    names = sorted(p.name for p in spec.primitives)
-    arity = {p.name: len(p.params) for p in spec.primitives}
-    inputs = sorted(n for n, _ in spec.inputs)
-    valid = 0
-    for _ in range(samples):
-        length = rng.randint(1, target.budget.max_steps)
-        wires, lines = list(inputs), []
-        for i in range(length):
-            name = rng.choice(names)
-            wire = spec.goal_wire if i == length - 1 else f"w{i + 1}"
-            lines.append(f"{wire} = {name}({', '.join(rng.choice(wires) for _ in range(arity[name]))})")
-            wires.append(wire)
-        valid += worlds.check(target, _text(lines)).ok
-    return valid
-
-
-def _progress(world: worlds.World, state: Any) -> int:
-    spec = world.spec
-    if world.family == "dataflow":
-        best = 0
-        for name, typ, _, values in state.wires:
-            if typ == spec.goal_type:
-                hits = sum(v == e for v, e in zip(values, spec.expect))
-                best = max(best, 2 * hits if name == spec.goal_wire else hits)
-        return best
-    if world.family == "token_workshop":
-        return sum(min(state.count(token), need) for token, need in spec.goal)
-    if world.family == "schedule":
-        return sum(state.placed(task) is not None for task in spec.goal)
-    return 0
+    family = worlds.get_family(target.family)
+    return sum(worlds.check(target, text).ok for text in family.random_artifacts(target, rng, samples))
 
 
 def greedy_baseline(target: worlds.World) -> tuple[tuple[str, ...], worlds.CheckResult]:
-    """The greedy step sequence and its check result."""
-    programs = target.family == "dataflow"
-    alphabet = [] if programs else sorted(s.render() for s in worlds.grounded_steps(target))
+    """The greedy step sequence and its check result (progress: the family's ``goal_progress``)."""
     family = worlds.get_family(target.family)
     steps: list[str] = []
     state = target.initial_state
     while len(steps) < target.budget.max_steps and not family.goal(target, state):
-        if programs:
-            if state.wire(target.spec.goal_wire) is not None:
-                break  # the goal wire is bound (wrongly): nothing can change it
-            alphabet = sorted(b.render() for b in worlds.program_alphabet(target, state, len(steps)))
+        if family.goal_unreachable(target, state):
+            break  # no continuation can meet the goal (a program's goal wire is bound, wrongly)
+        alphabet = sorted(step.render() for step in family.alphabet(target, state, len(steps)))
         options = []
         for step in alphabet:
             result = worlds.check(target, _text([*steps, step]))
             if result.executed == len(steps) + 1:
-                options.append((-_progress(target, result.final_state), result.cost, step, result.final_state))
+                options.append((-family.goal_progress(target, result.final_state), result.cost, step,
+                                result.final_state))
         if not options:
             break
         _, _, step, state = min(options, key=lambda o: o[:3])

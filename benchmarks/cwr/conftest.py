@@ -1,7 +1,8 @@
 """Fiction-CWR: the run machinery (options, fixtures, generated rule and completeness tests) comes from benchmarks.core."""
 
-from benchmarks.core import install
+from benchmarks.core import install, preregistration_checked
 
-from .protocol import PROTOCOL
+with preregistration_checked(globals()):  # a refused prereg is one usage line, exit status 4
+    from .protocol import PROTOCOL
 
-install(PROTOCOL, globals())
+    install(PROTOCOL, globals())

@@ -112,7 +112,8 @@ def grading_material(units: Sequence[Any], items: Mapping[str, Sequence[Mapping[
                 "demonstrations": demos}
     texts = dict(files.texts)
     texts[REFERENCE_FILE] = REFERENCE_SOURCE.read_text(encoding="utf-8")
-    programs = any(pair.family == "dataflow" for pair in pairs)
+    # the program interpreter goes with the run when some pair's family replays through it
+    programs = any(PROGRAM_REFERENCE_SOURCE in worlds.get_family(pair.family).reference_sources for pair in pairs)
     if programs:
         texts[PROGRAM_REFERENCE_FILE] = PROGRAM_REFERENCE_SOURCE.read_text(encoding="utf-8")
     index = {

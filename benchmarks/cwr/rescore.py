@@ -123,8 +123,38 @@ def answer(text):
     return "ok", " ".join(value.replace(",", " , ").split())
 
 
+def _count_entry(value):
+    """(entry, numeral) of a ``count`` value, or None when it does not fit."""
+    if not DIGITS.fullmatch(value):
+        return None
+    return value, value
+
+
+def _placement_entry(value):
+    """(entry, numeral) of a ``machine @ start`` value, or None when it does not fit."""
+    machine, at, start = value.partition("@")
+    machine, start = machine.strip(), start.strip()
+    if not at or not NAME.fullmatch(machine) or not DIGITS.fullmatch(start):
+        return None
+    return (machine, start), start
+
+
+def _counts(entries):
+    return {name: int(count) for name, count in entries.items() if int(count) > 0}
+
+
+def _placements(entries):
+    return {name: {"machine": machine, "start": int(start)} for name, (machine, start) in entries.items()}
+
+
+#: How each family writes a state entry's value: (read one value, build the state from the entries).  A family
+#: not named here writes counts.
+STATE_ENTRIES = {"token_workshop": (_count_entry, _counts), "schedule": (_placement_entry, _placements)}
+
+
 def state_entries(family, lines):
     """(status, entries) of a state block's lines: ok, bad_state_block or number_too_large."""
+    read_entry, build = STATE_ENTRIES.get(family, STATE_ENTRIES["token_workshop"])
     cleaned = []
     for line in lines:
         line = line.strip().strip("`").strip()
@@ -138,23 +168,14 @@ def state_entries(family, lines):
         name, value = name.strip(), value.strip()
         if not eq or not NAME.fullmatch(name) or name in entries:
             return "bad_state_block", None
-        if family == "schedule":
-            machine, at, start = value.partition("@")
-            machine, start = machine.strip(), start.strip()
-            if not at or not NAME.fullmatch(machine) or not DIGITS.fullmatch(start):
-                return "bad_state_block", None
-            entries[name] = (machine, start)
-            numerals.append(start)
-        else:
-            if not DIGITS.fullmatch(value):
-                return "bad_state_block", None
-            entries[name] = value
-            numerals.append(value)
+        got = read_entry(value)
+        if got is None:
+            return "bad_state_block", None
+        entries[name], numeral = got
+        numerals.append(numeral)
     if any(len(n) > MAX_DIGITS for n in numerals):
         return "number_too_large", None
-    if family == "schedule":
-        return "ok", {name: {"machine": machine, "start": int(start)} for name, (machine, start) in entries.items()}
-    return "ok", {name: int(count) for name, count in entries.items() if int(count) > 0}
+    return "ok", build(entries)
 
 
 def state(family, text):

@@ -30,7 +30,8 @@ import worlds
 from benchmarks.core import AnswerKey as CoreAnswerKey
 from models import ScriptedModel
 
-from .protocol import Unit, expected_answer_text, state_lines
+from .prompts import expected_answer_text, state_lines
+from .spec import Unit
 
 
 @functools.lru_cache(maxsize=256)
@@ -76,9 +77,8 @@ class AnswerKey(CoreAnswerKey):
 
 
 def _perturbed(family: str, state: dict[str, Any]) -> dict[str, Any]:
-    if family == "schedule":
-        return {k: {**v, "start": v["start"] + 1} for k, v in state.items()} or {"nothing": {"machine": "m", "start": 0}}
-    return {**state, "phantom": state.get("phantom", 0) + 1}
+    """A state of ``family`` that differs from ``state`` (the world family's nearest wrong answer)."""
+    return worlds.get_family(family).state_lines.neighbour(state)
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,17 @@ import functools
 import hashlib
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import worlds
-
 from benchmarks.core.protocol import UsageProblem
 
 from .pairs import further_replicas
+from .spec import PREREG, SplitSpec
+from .tier_baselines import baseline_counts
 
 #: Environment variable naming the seed file of a committed split (``--cwr-seed-file`` takes precedence).
 SEED_FILE_ENV = "PREREGBENCH_CWR_SEED_FILE"
@@ -52,23 +54,6 @@ _HEX = re.compile(r"[0-9a-fA-F]+")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-@dataclass(frozen=True)
-class SplitSpec:
-    """One preregistered split (``[splits.<name>]``)."""
-
-    generator: str  # the worlds generator version the split was frozen with (worlds.GENERATOR_VERSION)
-    families: tuple[str, ...]  # families drawn, in this order
-    pairs_per_tier: dict[str, int]  # tier -> base pairs per family, tiers in this order
-    replicas: int  # F/C target replicas per base pair; each replica is one paired unit
-    seed: int | None = None  # public split: the generator's seed
-    seed_sha256: str | None = None  # committed split: sha256 of the secret seed text
-
-    @property
-    def committed(self) -> bool:
-        return self.seed_sha256 is not None
-
-    def bases_per_family(self) -> int:
-        return sum(self.pairs_per_tier.values())
 
 
 def check_split(name: str, spec: SplitSpec, *, generatable: bool) -> None:
@@ -205,6 +190,21 @@ def splits_table(values: Mapping[str, SplitSpec]) -> dict[str, SplitSpec]:
     return dict(values)
 
 
+def split_spec(name: str) -> SplitSpec:
+    table = splits_table(PREREG.values.splits)
+    if name not in table:
+        raise UsageProblem(f"--cwr-split {name!r} is not a split of {PREREG.path}; splits: {', '.join(sorted(table))}")
+    return table[name]
+
+
+def generated_split(name: str, seed_file: str | None = None):
+    """The built split ``name`` (its seed checked against the commitment first when it is committed)."""
+    spec = split_spec(name)
+    seed, committed = resolve_seed(name, spec, seed_file)
+    return build_split(name, spec, seed, committed)
+
+
+
 # --------------------------------------------------------------------------- the split report
 
 
@@ -212,11 +212,6 @@ def split_report(name: str, seed_file: str | None = None, samples: int = 200) ->
     """What a split holds and how hard its targets are for the baselines: per family and tier the base pairs,
     the generator's draws and rejection reasons, the refused demonstration candidates, the seconds to generate
     and certify, and the greedy, copy and random baselines on every target of every pair (replicas included)."""
-    import time
-
-    from .protocol import split_spec
-    from .tier_baselines import baseline_counts
-
     spec = split_spec(name)
     seed, committed = resolve_seed(name, spec, seed_file)
     check_split(name, spec, generatable=True)

@@ -21,8 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from benchmarks.core import stats
 
-from .protocol import PREREG
-from .records import UnitRecord
+from .spec import PREREG, UnitRecord
 
 LOW_ACC, HIGH_ACC = PREREG.values.analysis.band_episode_accuracy
 

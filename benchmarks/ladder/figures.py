@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from benchmarks.core.report import Figure, pyplot
 
-TIERS = (1, 2, 3, 4, 5)
+from .spec import TIERS
 
 
 def _probes(run_dir: Path, summary: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:

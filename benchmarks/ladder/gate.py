@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence
 from benchmarks.core import Classification, RuleError, finite
 from benchmarks.core.stats import proportion
 
-from .protocol import CLAUSES, GATE, PREREG, TIERS, SharesSpec, UnitRecord, share
+from .prompts import share
+from .spec import CLAUSES, GATE, PREREG, TIERS, SharesSpec, UnitRecord
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .gate import TIERS, GateResult, gate_metrics, judge
-from .protocol import GATE, INSTRUMENT, PREREG, LadderError
+from .gate import GateResult, gate_metrics, judge
 from .records import Probe
+from .spec import GATE, INSTRUMENT, PREREG, TIERS, LadderError
 
 PROVEN, NOT_PROVEN = "PROVEN", "NOT_PROVEN"
 

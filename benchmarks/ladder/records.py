@@ -1,6 +1,6 @@
 """Probe directories: the per-probe metadata file, the directory names and the reader of one or several probes.
 
-A probe directory holds ``units.jsonl`` (one :class:`~benchmarks.ladder.protocol.UnitRecord`
+A probe directory holds ``units.jsonl`` (one :class:`~benchmarks.ladder.spec.UnitRecord`
 per episode, append-only, fsync per line, resumable) and ``metadata.json`` (one
 :class:`ProbeMetadata`).  A v2 probe directory's name starts with ``v2-``, a
 v1 one's with ``v1-``; :func:`read_probes` refuses to return v1 and v2 probes
@@ -17,7 +17,8 @@ from typing import Any, ClassVar, Iterable, Literal, Mapping, Sequence
 from benchmarks.core import atomic_write_json, read_ledger
 from benchmarks.core._typed import TypedDataError, from_dict
 
-from .protocol import RECORD_FIELDS, UNITS_FILE, VARIANTS, LadderError, UnitRecord, probe_dir_name
+from .probe import probe_dir_name
+from .spec import RECORD_FIELDS, UNITS_FILE, VARIANTS, LadderError, UnitRecord
 
 METADATA_FILE = "metadata.json"
 

@@ -22,14 +22,13 @@ from benchmarks.core import stats
 
 from .analysis import round_feasibility
 from .instrument import format_table, gate_table, instrument_verdict
-from .protocol import PREREG, LadderError
 from .records import Probe, read_probes
+from .spec import PREREG, LadderError
+from .worker import SIMULATED_FLEET
 
 
 def default_fleet(probes: Sequence[Probe]) -> dict[str, str]:
     """The simulated fleet, when every probe is one of its workers; otherwise the fleet must be named."""
-    from .worker import SIMULATED_FLEET
-
     rungs = sorted({p.metadata.rung for p in probes})
     if set(rungs) <= set(SIMULATED_FLEET.values()):
         return dict(SIMULATED_FLEET)

@@ -35,12 +35,13 @@ from benchmarks.core import LedgerError, atomic_write_text
 from benchmarks.core.report import FORMATS, REPORT_CSS, Figure, ReportError, pyplot
 from benchmarks.core.report import escape_html as _e
 from benchmarks.core.report import escape_md as _md
+from fixtures.ladder import REGISTERED_DIALS, STATES
 
 from .analysis import probe_analysis
-from .gate import TIERS
-from .protocol import PREREG, LadderError
+from .instrument import retune_violations
 from .records import Probe, find_probes, read_probes
 from .report import default_fleet, fleet_report
+from .spec import PREREG, TIERS, LadderError
 
 ROUND_HTML = "round_report.html"
 ROUND_MD = "round_report.md"
@@ -50,8 +51,6 @@ _COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#
 
 
 def _design_share(probe: Probe) -> float | None:
-    from fixtures.ladder import STATES
-
     state = STATES.get(probe.metadata.generator_state)
     share = getattr(state, "approve_share", None) if state is not None else probe.metadata.dials.get("approve_share")
     return float(share) if isinstance(share, (int, float)) else None
@@ -59,10 +58,6 @@ def _design_share(probe: Probe) -> float | None:
 
 def round_data(probes: Sequence[Probe], fleet: Mapping[str, str]) -> dict[str, Any]:
     """The fleet report of ``probes`` and, per round, the numbers the four figures draw."""
-    from fixtures.ladder import REGISTERED_DIALS
-
-    from .instrument import retune_violations
-
     report = fleet_report(probes, fleet)
     report["fleet"] = dict(fleet)
     report["retune_violations"] = retune_violations(list(probes), REGISTERED_DIALS)
@@ -232,7 +227,7 @@ def draw_figures(state: str, data: Mapping[str, Any]) -> list[Figure]:
 
 
 def _svg(figure: Any) -> bytes:
-    import matplotlib
+    import matplotlib  # reason: matplotlib loads only when a report draws its figures
 
     buffer = io.BytesIO()
     with matplotlib.rc_context({"svg.hashsalt": "preregbench", "svg.fonttype": "path"}):

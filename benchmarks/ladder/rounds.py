@@ -13,10 +13,13 @@ from typing import Any
 
 import pytest
 
-from benchmarks.core.protocol import ProtocolRun
+from benchmarks.core.run import ProtocolRun
+from fixtures.ladder import REGISTERED_DIALS
 
-from .protocol import HERE, LadderError
+from .instrument import retune_violations
 from .records import Probe, find_probes, read_probes
+from .report import default_fleet, fleet_report
+from .spec import HERE, LadderError
 
 INSTRUMENT_FILE = "instrument.json"
 
@@ -43,8 +46,6 @@ def round_probes(run: ProtocolRun) -> list[Probe]:
 
 def round_fleet(run: ProtocolRun, probes: list[Probe]) -> dict[str, str]:
     """The fleet named with ``--ladder-fleet``, else the simulated fleet when every probe is one of its workers."""
-    from .report import default_fleet
-
     if run.settings.fleet:
         return dict(run.settings.fleet)
     try:
@@ -56,11 +57,6 @@ def round_fleet(run: ProtocolRun, probes: list[Probe]) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def round_report(run: ProtocolRun, round_probes: list[Probe]) -> dict[str, Any]:
     """Gate table, instrument verdict (v2), feasibility and retune check, written once to ``instrument.json``."""
-    from fixtures.ladder import REGISTERED_DIALS
-
-    from .instrument import retune_violations
-    from .report import fleet_report
-
     fleet = round_fleet(run, round_probes)
 
     def build() -> dict[str, Any]:

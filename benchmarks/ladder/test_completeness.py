@@ -10,6 +10,7 @@ import json
 import pytest
 
 from benchmarks.core import sha256_json
+from fixtures.ladder import evaluate
 
 from .protocol import ANALYSIS_FILE, PREREG, TIERS, code_outcome, parse_decision
 from .records import METADATA_FILE, read_metadata
@@ -19,8 +20,6 @@ pytestmark = pytest.mark.completeness
 
 def test_units_match_the_generator_and_its_evaluator(run, units, records):
     """Every recorded unit is the episode the frozen state generates, and the evaluator confirms its verdict."""
-    from fixtures.ladder import evaluate
-
     assert len(units) == len(TIERS) * run.settings.units_per_tier
     for tier in TIERS:
         assert sum(r.tier == tier for r in records) == run.settings.units_per_tier

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import models
 from models import NoisyChecks, ScriptedModel
 
-from .protocol import PREREG
+from .spec import PREREG
 
 WORKER_NAME = re.compile(r"^ladder-worker-a(?P<a>[01](?:\.\d+)?)-seed(?P<seed>\d+)$")
 FLEET_SEED = 7

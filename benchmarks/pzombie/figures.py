@@ -16,13 +16,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .protocol import CATEGORIES, FIGURES, PREREG, PRESET_PREFIX, ZONES, PzRecord, intervals
+from benchmarks.core import read_ledger
+from benchmarks.core.report import Figure
+
+from .intervals import intervals
+from .spec import CATEGORIES, FIGURES, PREREG, PRESET_PREFIX, ZONES, PzRecord
 
 _COLOURS = {"math": "#1f77b4", "logic": "#ff7f0e", "creative": "#2ca02c", "synthesis": "#d62728"}
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # reason: matplotlib loads only when a run draws its figures
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -51,9 +55,6 @@ def write_figures(run_dir: Path, records: Sequence[PzRecord], values: Mapping[st
 
 def report_figures(run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
     """Both figures for the run's report (:meth:`Protocol.report_figures`), drawn from its ledger and summary."""
-    from benchmarks.core import read_ledger
-    from benchmarks.core.report import Figure
-
     records = read_ledger(run_dir / "records.jsonl", PzRecord)
     scale = str((summary.get("settings") or {}).get("scale", ""))
     values = {k: (math.nan if v is None else v) for k, v in (summary.get("metrics") or {}).items()}

@@ -16,17 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.core import sha256_json
+from benchmarks.core import ProtocolRun, Run, sha256_json
+from benchmarks.core.provenance import utc_now
 from fixtures.pzombie import measured_prompts
 
-from .protocol import (
-    PRESET_PREFIX,
-    ZONES,
-    PzRecord,
-    token_diversity,
-    unit_id,
-    zone_entropy_bits,
-)
+from .metrics import token_diversity, zone_entropy_bits
+from .protocol import PROTOCOL
+from .spec import HERE, PRESET_PREFIX, ZONES, PzRecord, calibration_file, unit_id
 
 #: Length of the synthetic inputs; TD takes values k / INPUT_TOKENS.
 INPUT_TOKENS = 40
@@ -161,11 +157,6 @@ def prefill_run(results_dir: Path, run_id: str, name: str, *, errors: int = 0, s
     straight to the result files and the rules.  The provenance names the
     synthetic source, not a model.
     """
-    from benchmarks.core import ProtocolRun, Run
-    from benchmarks.core.provenance import utc_now
-
-    from .protocol import HERE, PROTOCOL, calibration_file
-
     run = ProtocolRun(PROTOCOL, Run("pzombie", run_id, Path(results_dir), utc_now(), HERE), model=model, device=device)
     description = {"id": f"synthetic-records-{name}",
                    "revision": "sha256:" + sha256_json({"scenario": name, "seed": seed, "errors": errors}),

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from benchmarks.core import finite
-from benchmarks.core.protocol import FIXTURES_FILE
+from benchmarks.core.run import FIXTURES_FILE
 from fixtures.pzombie import PZOMBIE_PROMPTS_SHA256
 
 from .protocol import (

@@ -1,7 +1,7 @@
 """Coverage of the candidate F - C intervals when replicas of one base are correlated.
 
-    python benchmarks/cwr/bench_coverage.py            # the full grid (a few minutes on one core)
-    python benchmarks/cwr/bench_coverage.py --quick    # a small grid, for a look in seconds
+    python scripts/bench/bench_coverage.py            # the full grid (a few minutes on one core)
+    python scripts/bench/bench_coverage.py --quick    # a small grid, for a look in seconds
 
 Data model, per grid point: ``bases`` bases of 3 replicas.  Each replica is one
 (F, C) pair drawn from the cell probabilities

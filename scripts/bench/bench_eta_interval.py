@@ -1,6 +1,6 @@
 """Coverage of two 95% intervals for eta squared at P-Zombie's planned size (4 categories x 20 prompts).
 
-``python -m benchmarks.pzombie.bench_eta_interval [--datasets N] [--resamples R] [--seed S]`` simulates
+``python scripts/bench/bench_eta_interval.py [--datasets N] [--resamples R] [--seed S]`` simulates
 one-way normal layouts with category means d x (-1.5, -0.5, 0.5, 1.5) and unit noise, d set for each row's
 population eta squared, and prints how often each interval covers it: the noncentral-F inversion the
 protocol reports, and the percentile bootstrap over prompts stratified by category (the alternative it
@@ -11,16 +11,22 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from benchmarks.core.effect_intervals import (
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a file: the suite is imported from the checkout that holds this script
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.core.effect_intervals import (  # noqa: E402
     eta_squared_interval,
     eta_squared_rows,
     percentile_interval,
     stratified_indices,
 )
-from benchmarks.core.stats import one_way_anova
+from benchmarks.core.stats import one_way_anova  # noqa: E402
 
 PATTERN = np.array([-1.5, -0.5, 0.5, 1.5])
 ETAS = (0.02, 0.05, 0.10, 0.15, 0.30)
@@ -47,7 +53,7 @@ def coverage(eta2: float, datasets: int, resamples: int, seed: int) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.pzombie.bench_eta_interval", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python scripts/bench/bench_eta_interval.py", description=__doc__)
     parser.add_argument("--datasets", type=int, default=300)
     parser.add_argument("--resamples", type=int, default=500)
     parser.add_argument("--seed", type=int, default=5)

@@ -2,9 +2,9 @@
 
 Usage::
 
-    python -m benchmarks.res.bench_model_phase [--previous d06516b] [--repeats 1] [--threads N]
-                                               [--attn sdpa|eager] [--shared-prefix layout|once|off]
-                                               [--batches N] [--json PATH]
+    python scripts/bench/bench_model_phase.py [--previous d06516b] [--repeats 1] [--threads N]
+                                              [--attn sdpa|eager] [--shared-prefix layout|once|off]
+                                              [--batches N] [--json PATH]
 
 The script loads ``models/_hf.py`` as it was at ``--previous`` (``git show``,
 imported as ``models._hf_previous`` next to the current package, so both share
@@ -23,7 +23,7 @@ of each batch.  Each side's FLOPs are counted from the forwards it really ran
 (``FlopCounter``), so the shared-prefix path's rate is over the work it did.
 
 The current side loads as a RES run does (``ResProtocol.load_model``, so with
-``threads="auto"``, see ``models._hf.cpu_threads``, and ``shared_prefix="layout"``);
+``threads="auto"``, see ``benchmarks.core.tuning.cpu_threads``, and ``shared_prefix="layout"``);
 the previous side runs at the thread count the current side chose when its
 backend takes a ``threads`` option, and at torch's otherwise (as such a backend
 did).  ``--threads``, ``--attn`` and ``--shared-prefix`` change the current side
@@ -48,7 +48,13 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any, Sequence
 
-from benchmarks.res.bench_vs_lmeval import MODEL, REPO, FlopCounter, _forward_flops, _matmul_gflops
+from bench_vs_lmeval import (  # beside this script
+    MODEL,
+    REPO,
+    FlopCounter,
+    _forward_flops,
+    _matmul_gflops,
+)
 
 TOLERANCE = 1e-5
 
@@ -177,15 +183,18 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from benchmarks.core.tuning import ProcessTuning
     from benchmarks.res.protocol import PROTOCOL
     from models._bundled import BUNDLED
 
     print(f"load average {_load()} before loading")
     old_backend = previous_backend(args.previous)
     run = SimpleNamespace(settings={"fixture_set": PROTOCOL.spec.measurement.fixture_set}, model=MODEL,
-                          device="cpu", revision=None)
+                          device="cpu", revision=None, tuning=ProcessTuning())
     run.fixture_sets = PROTOCOL.fixture_sets(run)
-    current = PROTOCOL.load_model(run)
+    with run.tuning.loading_model(run):  # the model load and thread choice of a run (benchmarks.core.tuning)
+        current = PROTOCOL.load_model(run)
+    run.tuning.model_loaded(run, current)
     options = {}
     if "threads" in inspect.signature(old_backend.TransformersModel.__init__).parameters:
         options["threads"] = current.threads  # the count RES's threads="auto" chose for the current side

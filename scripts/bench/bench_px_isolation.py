@@ -1,7 +1,7 @@
 """Wall time of PX-Engine prompt isolation: fork-after-load against reload-per-prompt and in-process, same run.
 
-Usage: ``python -m benchmarks.pzombie.px.isolation [--prompts 12] [--tokens 8] [--calibration 4] [--preset ACTIVE_MANIFOLD]
-[--model gemma-3-270m] [--repeats 1] [--skip-reload]``
+Usage: ``python scripts/bench/bench_px_isolation.py [--prompts 12] [--tokens 8] [--calibration 4]
+[--preset ACTIVE_MANIFOLD] [--model gemma-3-270m] [--repeats 1] [--skip-reload]``
 
 Each method runs the same calibration prompts and then the same measured
 prompts through :func:`benchmarks.pzombie.px.run_prompts` (engine constants from the P-Zombie prereg):
@@ -21,12 +21,19 @@ three methods produced the same records.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from benchmarks.pzombie.protocol import PREREG, engine_config
-from benchmarks.pzombie.px import PRESETS, ModelSpec, generation_settings, run_prompts
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a file: the suite is imported from the checkout that holds this script
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.pzombie.engine import engine_config  # noqa: E402
+from benchmarks.pzombie.px import PRESETS, ModelSpec, generation_settings, run_prompts  # noqa: E402
+from benchmarks.pzombie.spec import PREREG  # noqa: E402
 
 TOPICS = ("rivers", "prime numbers", "lighthouses", "syllogisms", "glaciers", "haiku", "copper", "orchards",
           "bridges", "migration", "tides", "alphabets", "clocks", "deserts", "violins", "ledgers")

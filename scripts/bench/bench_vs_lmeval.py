@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.res.bench_vs_lmeval --lm-eval /path/to/other-venv/bin/lm_eval [--pairs 3] [--keep DIR]
+    python scripts/bench/bench_vs_lmeval.py --lm-eval /path/to/other-venv/bin/lm_eval [--pairs 3] [--keep DIR]
 
 lm-eval lives in a virtual environment of its own (never a dependency of the
 suite); ``--lm-eval`` names its ``lm_eval`` executable.  The script
@@ -46,6 +46,8 @@ from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a file: the suite is imported from the checkout that holds this script
+    sys.path.insert(0, str(REPO))
 MODEL = "smollm2-135m-instruct"
 DATASET_FILE = "res_prompts.jsonl"
 LOGIT_TASK = "preregbench_res_logits"
@@ -229,7 +231,7 @@ class FlopCounter:
 
 def worker(out: Path) -> None:
     """Runs in a fresh process of the suite: times imports, the model phase and a float32 matmul."""
-    from models._heap import keep_freed_heap
+    from benchmarks.core.tuning import ProcessTuning, keep_freed_heap
 
     keep_freed_heap()  # as ``preregbench run`` does, so the model phase is measured as a run has it
     start = time.perf_counter()
@@ -242,10 +244,12 @@ def worker(out: Path) -> None:
 
     folder, _ = bundled_folder(MODEL)
     run = SimpleNamespace(settings={"fixture_set": PROTOCOL.spec.measurement.fixture_set}, model=MODEL,
-                          device="cpu", revision=None)
+                          device="cpu", revision=None, tuning=ProcessTuning())
     run.fixture_sets = PROTOCOL.fixture_sets(run)
     start = time.perf_counter()
-    model = PROTOCOL.load_model(run)
+    with run.tuning.loading_model(run):  # the model load and thread choice of a run (benchmarks.core.tuning)
+        model = PROTOCOL.load_model(run)
+    run.tuning.model_loaded(run, model)
     load_s = time.perf_counter() - start
     labels = check_label_tokens(model, PROTOCOL.spec.measurement.labels)
     rows, label_names, max_new = suite_prompts(model.render_chat)
@@ -411,7 +415,7 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"date {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; load {_uptime()}")
         print(f"suite: {sys.executable}; lm-eval: {lm_eval} ({_lmeval_version(lm_python)})")
         if args.suite_json is None:
-            wall, rss, rc = timed([sys.executable, "-m", "benchmarks.res.bench_vs_lmeval", "--worker",
+            wall, rss, rc = timed([sys.executable, str(Path(__file__).resolve()), "--worker",
                                    str(work / "suite.json")], cwd=REPO, env=env, log=work / "worker.log")
             if rc != 0:
                 raise UsageError(f"the suite's worker failed (exit {rc}): {_tail(work / 'worker.log')}")

@@ -5,9 +5,14 @@ from __future__ import annotations
 import dataclasses
 
 import worlds
-
-from .baselines import COPY_FLAG, copy_baseline, greedy_baseline, pair_baselines, random_baseline
-from .protocol import GATE, PREREG, run_pairs
+from benchmarks.cwr.baselines import (
+    COPY_FLAG,
+    copy_baseline,
+    greedy_baseline,
+    pair_baselines,
+    random_baseline,
+)
+from benchmarks.cwr.protocol import GATE, PREREG, run_pairs
 
 SPEC = PREREG.values
 

@@ -19,8 +19,7 @@ import pytest
 from benchmarks.core.paired import tango_interval
 from benchmarks.core.rundir import SUITE_ROOT
 from benchmarks.core.stats import paired_difference_interval
-
-from .protocol import base_pair
+from benchmarks.cwr.protocol import base_pair
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

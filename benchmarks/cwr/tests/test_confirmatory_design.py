@@ -1,6 +1,6 @@
 """The confirmatory sample design frozen in ``[design.confirmatory]`` of ``prereg.toml``.
 
-Every probability here is recomputed by ``benchmarks.core.design`` (seeded
+Every probability here is recomputed by ``benchmarks.cwr.design`` (seeded
 simulation through the interval the protocol's rules read); none is written
 into a test.  The frozen number of base pairs per family must meet both
 targets (P(DEFICIT_OF_DELTA_REJECTED) >= 0.8 at a true F - C of 0,
@@ -16,11 +16,11 @@ import random
 
 import pytest
 
-from benchmarks.core import design
+from benchmarks.core.design import main as design_main
 from benchmarks.core.paired import BaseCounts, tango_rao_scott_interval
 from benchmarks.core.reachability import reachability, seeded
-
-from .protocol import GATE, PREREG, CwrRecord, metrics
+from benchmarks.cwr import design
+from benchmarks.cwr.protocol import GATE, PREREG, CwrRecord, metrics
 
 SPEC = PREREG.values.design.confirmatory
 #: Labels shared by every test at one size: a data set's label depends only on its deficit key.
@@ -132,13 +132,13 @@ def test_a_scenario_outside_the_unit_interval_is_refused():
 ])
 def test_command_line_refusals(argv, message, capsys):
     with pytest.raises(SystemExit) as caught:
-        design.main(argv)
+        design_main(argv)
     assert caught.value.code == 2
     assert message in capsys.readouterr().err
 
 
 def test_command_line_prints_one_design_point(capsys):
-    assert design.main(["cwr", "--bases", "2", "--simulations", "40", "--rho", "0.3"]) == 0
+    assert design_main(["cwr", "--bases", "2", "--simulations", "40", "--rho", "0.3"]) == 0
     out = capsys.readouterr().out
     assert "| 2 | 6 | 18 |" in out and "40 simulations per cell" in out and "rho = 0.3" in out
 

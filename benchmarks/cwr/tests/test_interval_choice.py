@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from benchmarks.core.paired import tango_rao_scott_interval
 from benchmarks.cwr.protocol import INTERVAL_METHOD, PREREG, base_pair
 
-RESCORER = Path(__file__).with_name("rescore.py")
+RESCORER = Path(__file__).resolve().parents[1] / "rescore.py"
 
 
 @pytest.fixture(scope="module")

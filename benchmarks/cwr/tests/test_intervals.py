@@ -11,9 +11,9 @@ import pytest
 
 from benchmarks.core import stats
 from benchmarks.core.selfcheck import proportion_fields
+from benchmarks.cwr.protocol import CONDITIONS, PREREG, SYNTHESIS_CONDITIONS
 from fixtures.cwr import E_CONTEXTS
 
-from .protocol import CONDITIONS, PREREG, SYNTHESIS_CONDITIONS
 from .test_protocol_runs import COMPLETENESS, rescore, run_cwr
 
 

@@ -7,9 +7,7 @@ import functools
 import pytest
 
 import worlds
-from fixtures.cwr import build_cwr_items, condition_context_text, resolve_world
-
-from .protocol import (
+from benchmarks.cwr.protocol import (
     CONDITIONS,
     PARSE_STATUSES,
     build_units,
@@ -23,7 +21,7 @@ from .protocol import (
     run_pairs,
     state_lines,
 )
-
+from fixtures.cwr import build_cwr_items, condition_context_text, resolve_world
 
 
 @functools.lru_cache(maxsize=1)

@@ -11,10 +11,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import worlds
-
 from benchmarks.core.selfcheck import check_linear_time
-
-from .protocol import HERE, MAX_NUMBER_DIGITS, PARSE_STATUSES, extract_artifact, parse_control
+from benchmarks.cwr.protocol import (
+    HERE,
+    MAX_NUMBER_DIGITS,
+    PARSE_STATUSES,
+    extract_artifact,
+    parse_control,
+)
 
 _spec = importlib.util.spec_from_file_location("cwr_rescore_fuzz", HERE / "rescore.py")
 rescore = importlib.util.module_from_spec(_spec)
@@ -58,17 +62,25 @@ def _ref_state(family: str, text: str) -> tuple[str, Any]:
         return "bad_state_block", None
     if body in (["(empty)"], ["empty"]):
         return "ok", {}
+    pattern, value, keep = _REF_LINES[family]
     state, too_long = {}, False
     for line in body:
-        m = (_REF_PLACEMENT if family == "schedule" else _REF_TOKEN).fullmatch(line)
+        m = pattern.fullmatch(line)
         if m is None or m.group(1) in state:
             return "bad_state_block", None
         number = _ref_number(m.groups()[-1])
         too_long |= number is None
-        state[m.group(1)] = {"machine": m.group(2), "start": number} if family == "schedule" else number
+        state[m.group(1)] = value(m, number)
     if too_long:
         return "number_too_large", None
-    return "ok", state if family == "schedule" else {k: v for k, v in state.items() if v > 0}
+    return "ok", {k: v for k, v in state.items() if keep(v)}
+
+
+# The reference's own line formats, per family: (line pattern, the value a line gives, whether it is kept).
+_REF_LINES = {
+    "schedule": (_REF_PLACEMENT, lambda m, number: {"machine": m.group(2), "start": number}, lambda v: True),
+    "token_workshop": (_REF_TOKEN, lambda m, number: number, lambda v: v is None or v > 0),
+}
 
 
 def reference_parse(condition: str, kind: str, family: str, text: str) -> tuple[str, Any]:

@@ -6,9 +6,8 @@ import itertools
 
 import pytest
 
+from benchmarks.cwr.protocol import GATE, PREREG, gate_at, sensitivity_grid
 from fixtures.cwr import CWR_SEED
-
-from .protocol import GATE, PREREG, gate_at, sensitivity_grid
 
 SPEC = PREREG.values
 

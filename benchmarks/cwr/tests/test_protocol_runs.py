@@ -24,8 +24,7 @@ from benchmarks.core.selfcheck import (
     run_protocol,
     run_rescorer,
 )
-
-from .protocol import GATE, HERE, PREREG
+from benchmarks.cwr.protocol import GATE, HERE, PREREG
 
 # Before any pytester snapshot: the in-process runs below import numpy's compiled modules, and the scenario
 # models they register hold classes of benchmarks.cwr.scripted.

@@ -19,10 +19,17 @@ from functools import lru_cache
 import pytest
 
 from benchmarks.core.reachability import outcome_labels, reachability, seeded
+from benchmarks.cwr.pairs import MOTIF_REQUIRED
+from benchmarks.cwr.protocol import (
+    GATE,
+    PREREG,
+    SYNTHESIS_CONDITIONS,
+    CwrRecord,
+    build_units,
+    metrics,
+    run_pairs,
+)
 from fixtures import FIXTURE_SETS
-
-from .pairs import MOTIF_REQUIRED
-from .protocol import GATE, PREREG, SYNTHESIS_CONDITIONS, CwrRecord, build_units, metrics, run_pairs
 
 SEED = 20261201
 SEARCH = 4000  # candidates at most; the search stops once every label has a witness

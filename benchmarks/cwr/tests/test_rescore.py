@@ -9,13 +9,22 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from benchmarks.core import canonical_json
+from benchmarks.core.protocol import finite
+from benchmarks.cwr.baselines import pair_baselines
+from benchmarks.cwr.grading import GRADING_FILE, write_grading
+from benchmarks.cwr.pairs import pair_subsets
+from benchmarks.cwr.protocol import (
+    GATE,
+    HERE,
+    PREREG,
+    CwrRecord,
+    build_units,
+    make_record,
+    metrics,
+    run_pairs,
+)
+from benchmarks.cwr.scripted import AnswerKey
 from fixtures.cwr import build_cwr_items
-
-from .baselines import pair_baselines
-from .pairs import pair_subsets
-from .grading import GRADING_FILE, write_grading
-from .protocol import GATE, HERE, PREREG, CwrRecord, build_units, finite, make_record, metrics, run_pairs
-from .scripted import AnswerKey
 
 VARIANTS = [
     lambda right, wrong: right,
@@ -222,8 +231,7 @@ def test_rescorer_program_copy_baseline_agrees_with_the_suite_on_dataflow_pairs(
     copy baseline clears the generated demonstrations, and it flags, as the suite's audit does, a target program
     shown as the demonstration: verbatim, with exchanged inputs, and with its last wire not the goal."""
     import worlds
-
-    from .splits import build_split
+    from benchmarks.cwr.splits import build_split
 
     rescore = _rescore_module()
     spec = PREREG.values.splits["development"]
@@ -244,7 +252,6 @@ def test_rescorer_program_copy_baseline_agrees_with_the_suite_on_dataflow_pairs(
     solutions = worlds.enumerate_programs(target).solutions
     sigs = {worlds.motif_signature(target, s) for s in solutions}
     sol = list(solutions[0])
-    goal = target.spec.goal_wire
     by_type: dict[str, list[str]] = {}
     for n, t in target.spec.inputs:
         by_type.setdefault(t, []).append(n)

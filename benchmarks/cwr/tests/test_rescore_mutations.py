@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from benchmarks.core.selfcheck import read_report, run_protocol_once
-
-from .protocol import HERE
+from benchmarks.cwr.protocol import HERE
 
 MODEL = "scripted-cwr-most-c"
 LABEL = "INCONCLUSIVE"

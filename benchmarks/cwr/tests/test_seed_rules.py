@@ -34,7 +34,7 @@ import math
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from .protocol import GATE, PREREG
+from benchmarks.cwr.protocol import GATE, PREREG
 
 #: The seed's proposed decision values (section "Substantive scoped hypothesis").
 SEED_DELTA = 0.20

@@ -14,15 +14,21 @@ import worlds
 from benchmarks.core.protocol import UsageProblem
 from benchmarks.core.selfcheck import read_report, run_protocol, run_rescorer
 from benchmarks.core.verify import verify
-
-from . import splits as splits_module
-from .pairs import base_id, interchangeable_of, pair_subsets, replica_id
-from .protocol import HERE, PAIRS_FIXTURE, PREREG, base_pair, generated_split, pair_rows, run_pairs
-from .splits import (
+from benchmarks.cwr import splits as splits_module
+from benchmarks.cwr.pairs import base_id, interchangeable_of, pair_subsets, replica_id
+from benchmarks.cwr.protocol import (
+    HERE,
+    PAIRS_FIXTURE,
+    PREREG,
+    base_pair,
+    generated_split,
+    pair_rows,
+    run_pairs,
+)
+from benchmarks.cwr.splits import (
     MIN_SEED_HEX_DIGITS,
     SEED_FILE_ENV,
     SPLIT_FILE,
-    build_split,
     check_split,
     derived_seed,
     resolve_seed,
@@ -363,13 +369,13 @@ def test_bundled_smollm2_reduced_pass_over_the_development_split(pytester: pytes
 @functools.lru_cache(maxsize=1)
 def _selfcheck_report() -> dict:
     """The report of the committed split with the test seed (few pairs), made once for the tests below."""
-    from .splits import split_report
+    from benchmarks.cwr.splits import split_report
 
     return split_report("selfcheck", str(TEST_SEED_FILE), samples=5)
 
 
 def test_the_split_report_counts_what_the_split_holds(no_seed_env: None) -> None:
-    from .splits import format_report
+    from benchmarks.cwr.splits import format_report
 
     spec = SPLITS["selfcheck"]
     report = _selfcheck_report()
@@ -391,7 +397,7 @@ def test_the_split_report_counts_what_the_split_holds(no_seed_env: None) -> None
 
 def test_the_split_report_refuses_a_wrong_seed(tmp_path: Path, no_seed_env: None, capsys,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from .splits import main
+    from benchmarks.cwr.splits import main
 
     assert main(["selfcheck", "--seed-file", str(write(tmp_path, "ab" * 32))]) == 2
     err = capsys.readouterr().err

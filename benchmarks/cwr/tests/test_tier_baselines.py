@@ -1,9 +1,8 @@
 """The per-tier baseline script counts what the baselines do on generated targets."""
 
+import worlds
 from benchmarks.cwr.baselines import greedy_baseline
 from benchmarks.cwr.tier_baselines import tier_rates
-
-import worlds
 
 
 def test_tier_rates_count_both_targets_of_every_pair():

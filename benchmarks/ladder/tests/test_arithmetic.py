@@ -5,8 +5,7 @@ import math
 import pytest
 
 from benchmarks.core import stats
-
-from .analysis import (
+from benchmarks.ladder.analysis import (
     accuracy_estimate,
     any_of,
     cell_dip_probability,

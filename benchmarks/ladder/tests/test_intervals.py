@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from benchmarks.core.selfcheck import proportion_fields
+from benchmarks.ladder.records import UNITS_FILE, find_probes
+from benchmarks.ladder.spec import PREREG, TIERS
 
-from .protocol import PREREG, TIERS
-from .records import UNITS_FILE, find_probes
 from .test_protocol_runs import COMPLETENESS, report_of, rescore, run_dir_of, run_ladder
 
 SCORED = set(PREREG.values.shares.scored_outcomes)

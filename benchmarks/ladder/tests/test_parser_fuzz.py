@@ -11,8 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.core.selfcheck import check_linear_time
-
-from .protocol import HERE, parse_decision
+from benchmarks.ladder.prompts import parse_decision
+from benchmarks.ladder.spec import HERE
 
 _spec = importlib.util.spec_from_file_location("ladder_rescore_fuzz", HERE / "rescore.py")
 rescore = importlib.util.module_from_spec(_spec)

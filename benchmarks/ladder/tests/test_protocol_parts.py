@@ -21,11 +21,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.core import Ledger, LedgerTornError, Run, canonical_json, read_ledger
-from benchmarks.core.protocol import ProtocolRun, UsageProblem, identity_conflicts
+from benchmarks.core.protocol import UsageProblem
+from benchmarks.core.run import ProtocolRun, identity_conflicts
 from benchmarks.core.selfcheck import run_rescorer
-
-from .gate import gate_metrics, judge
-from .instrument import (
+from benchmarks.ladder.gate import gate_metrics, judge
+from benchmarks.ladder.instrument import (
     NOT_PROVEN,
     PROVEN,
     format_table,
@@ -34,17 +34,10 @@ from .instrument import (
     retune_violations,
     rung_outcomes,
 )
-from .protocol import (
-    HERE,
-    PREREG,
-    PROTOCOL,
-    LadderError,
-    check_probe_seed,
-    code_outcome,
-    parse_decision,
-    share,
-)
-from .records import (
+from benchmarks.ladder.probe import check_probe_seed
+from benchmarks.ladder.prompts import code_outcome, parse_decision, share
+from benchmarks.ladder.protocol import PROTOCOL
+from benchmarks.ladder.records import (
     RECORD_FIELDS,
     UNITS_FILE,
     ProbeMetadata,
@@ -54,6 +47,9 @@ from .records import (
     read_probes,
     write_metadata,
 )
+from benchmarks.ladder.report import main as report_main
+from benchmarks.ladder.spec import HERE, PREREG, LadderError
+from fixtures.ladder import REGISTERED_DIALS, STATES, retune
 
 # --------------------------------------------------------------------------- parser and outcomes
 
@@ -411,8 +407,6 @@ def test_retune_rule_violations(tmp_path) -> None:
 def test_retune_against_the_generators_registered_dials(tmp_path) -> None:
     """The generator's own states: v1-r1 -> v1-max moves only the registered distractor dial; a v2 state's
     dials moved onto a v1 probe are not registered for v1."""
-    from fixtures.ladder import REGISTERED_DIALS, STATES, retune
-
     base, moved = STATES["v1-r1"], retune(STATES["v1-r1"], "v1-r1-retune", distractors=6)
     first = write_probe(tmp_path, errors=ZERO, variant="v1", state=base.name, seed=101, rung="r", dials=base.dials())
     again = write_probe(tmp_path, errors=ZERO, variant="v1", state=moved.name, seed=102, rung="r",
@@ -531,13 +525,11 @@ def test_rule_engines_agree_on_any_metrics(overall, tier45, errored, at_floor, a
 
 
 def test_fleet_report_command(tmp_path, capsys) -> None:
-    from .report import main
-
     folders = round_of(tmp_path, "v2-r2", 202, {"R0": ABOVE, "R1": IN, "R2": IN, "R3": ZERO, "R4": ZERO})
-    assert main([*map(str, folders), *(f"--fleet={k}={v}" for k, v in FLEET.items())]) == 0
+    assert report_main([*map(str, folders), *(f"--fleet={k}={v}" for k, v in FLEET.items())]) == 0
     text = capsys.readouterr().out
     assert "instrument: NOT_PROVEN" in text and "intersection: None" in text
-    assert main([*map(str, folders), *(f"--fleet={k}={v}" for k, v in FLEET.items()), "--json"]) == 0
+    assert report_main([*map(str, folders), *(f"--fleet={k}={v}" for k, v in FLEET.items()), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     feasibility = report["rounds"]["v2-r2"]["feasibility"]
     assert feasibility["rungs"]["R3"]["bound"] and feasibility["max_ratio"] > feasibility["ratio_limit"]

@@ -19,12 +19,11 @@ from benchmarks.core.selfcheck import (
     run_protocol,
     run_rescorer,
 )
-
-from .instrument import NOT_PROVEN, gate_table, instrument_verdict
-from .protocol import CLAUSES, GATE, HERE, INSTRUMENT, PREREG
-from .records import UNITS_FILE, find_probes, read_probes
-from .report import fleet_report
-from .worker import SIMULATED_FLEET
+from benchmarks.ladder.instrument import NOT_PROVEN, gate_table, instrument_verdict
+from benchmarks.ladder.records import UNITS_FILE, find_probes, read_probes
+from benchmarks.ladder.report import fleet_report
+from benchmarks.ladder.spec import CLAUSES, GATE, HERE, INSTRUMENT, PREREG
+from benchmarks.ladder.worker import SIMULATED_FLEET
 
 # The probes of this module run in a fresh pytest session of the test's own process: each checks what a
 # probe writes, reports and refuses, not how a process starts or dies (a killed writer is modelled by a

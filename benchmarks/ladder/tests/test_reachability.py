@@ -26,11 +26,11 @@ from functools import lru_cache
 import pytest
 
 from benchmarks.core.reachability import outcome_labels, reachability, seeded
+from benchmarks.ladder.gate import gate_metrics, judge
+from benchmarks.ladder.instrument import GateRow, instrument_verdict
+from benchmarks.ladder.probe import episode_key, probe_episodes
+from benchmarks.ladder.spec import CLAUSES, GATE, INSTRUMENT, PREREG, TIERS, UnitRecord
 from fixtures.ladder import get_state
-
-from .gate import gate_metrics, judge
-from .instrument import GateRow, instrument_verdict
-from .protocol import CLAUSES, GATE, INSTRUMENT, PREREG, TIERS, UnitRecord, episode_key, probe_episodes
 
 SEED = 20261201
 SEARCH = 5000  # probe candidates at most; the search stops once every label has a witness

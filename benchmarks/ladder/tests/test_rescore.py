@@ -15,12 +15,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.core.selfcheck import read_report
+from benchmarks.ladder.prompts import parse_decision
+from benchmarks.ladder.spec import HERE, PREREG
+from benchmarks.ladder.worker import SIMULATED_FLEET
 
-from .protocol import HERE, PREREG, parse_decision
 from .test_parser_fuzz import reference_decision
 from .test_parser_fuzz import rescore as rescore_module
 from .test_protocol_runs import run_ladder
-from .worker import SIMULATED_FLEET
 
 SCRIPT = HERE / "rescore.py"
 

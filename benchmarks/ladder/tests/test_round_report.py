@@ -19,14 +19,14 @@ import pytest
 from benchmarks.core.report import ReportError
 from benchmarks.core.report import main as report_main
 from benchmarks.core.selfcheck import project_root
-
-from .gate import TIERS
-from .protocol import HERE, PREREG
-from .records import METADATA_FILE, find_probes, read_probes
-from .report import fleet_report
-from .round_report import ROUND_FIGURES_DIR, ROUND_HTML, ROUND_MD, round_data, write_round_reports
-from .round_report import main as round_report_main
-from .worker import SIMULATED_FLEET
+from benchmarks.core.tests._chromium import Browser, find_chromium
+from benchmarks.ladder.gate import TIERS
+from benchmarks.ladder.records import METADATA_FILE, find_probes, read_probes
+from benchmarks.ladder.report import fleet_report
+from benchmarks.ladder.round_report import ROUND_FIGURES_DIR, ROUND_HTML, ROUND_MD, round_data, write_round_reports
+from benchmarks.ladder.round_report import main as round_report_main
+from benchmarks.ladder.spec import HERE, PREREG
+from benchmarks.ladder.worker import SIMULATED_FLEET
 
 STATE, SEED = PREREG.values.rounds.states[2], PREREG.values.rounds.seeds[2]
 RUNGS = ("R0", "R4")
@@ -153,8 +153,6 @@ def test_a_folder_without_probes_is_refused_with_one_line(tmp_path: Path, capsys
 
 
 def test_round_report_in_headless_chromium(round_dir: Path, tmp_path: Path) -> None:
-    from benchmarks.core.tests._chromium import Browser, find_chromium
-
     binary = find_chromium()
     if binary is None:
         pytest.skip("chromium is not installed (apt-get install chromium); the round report was not opened "

@@ -25,9 +25,9 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from .gate import gate_metrics, judge
-from .instrument import GateRow, instrument_verdict
-from .protocol import CLAUSES, GATE, INSTRUMENT, PREREG, UnitRecord
+from benchmarks.ladder.gate import gate_metrics, judge
+from benchmarks.ladder.instrument import GateRow, instrument_verdict
+from benchmarks.ladder.spec import CLAUSES, GATE, INSTRUMENT, PREREG, UnitRecord
 
 BAND_LOW, BAND_HIGH = Fraction(10, 100), Fraction(35, 100)  # "inside 10-35%", both ends inside
 TIER45_FLOOR = Fraction(5, 100)  # "at or above 5%"

@@ -17,8 +17,8 @@ from typing import Iterator
 import pytest
 
 from benchmarks.core.modelrun import api_key_problem
+from benchmarks.ladder.records import UNITS_FILE, find_probes
 
-from .records import UNITS_FILE, find_probes
 from .test_protocol_runs import report_of, run_ladder, usage_line
 
 KEY = "sk-preregbench-" + "7f3a" * 8

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.ladder.records import UNITS_FILE, find_probes
 from models import bundled_folder, serve_locally
 
-from .records import UNITS_FILE, find_probes
 from .test_protocol_runs import clause_test, outcomes, report_of, rescore, run_ladder
 
 UNITS_PER_TIER = 1

@@ -9,8 +9,9 @@ imports nothing else of the suite; torch is imported only when a model runs.
 Every constant comes from a :class:`PxConfig`, which has no defaults: the
 protocol builds it from its preregistration.
 
-    from benchmarks.pzombie.protocol import PREREG, engine_config
+    from benchmarks.pzombie.engine import engine_config
     from benchmarks.pzombie.px import ModelSpec, generation_settings, run_prompts
+    from benchmarks.pzombie.spec import PREREG
 
     config = engine_config("270M")
     run = run_prompts(ModelSpec("gemma-3-270m"), [("math-01", "What is 19 * 27?")],

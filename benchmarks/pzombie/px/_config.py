@@ -3,7 +3,7 @@
 The engine reads no constant from anywhere else, and this module holds none:
 a :class:`PxConfig` is built from the P-Zombie preregistration (its
 ``[engine]`` table plus the scale's ``[scales.<scale>]`` or
-``[warmup_other_scale]`` values; ``benchmarks.pzombie.protocol.engine_config``),
+``[warmup_other_scale]`` values; ``benchmarks.pzombie.engine.engine_config``),
 so the prereg is the only place the values are written.  Which of them are the
 original engine's and which are this suite's choices is said in
 ``benchmarks/pzombie/README.md``.
@@ -113,7 +113,7 @@ class PxConfig:
         missing = [name for name in known if name not in current]
         if missing:
             raise PxError(f"PX-Engine constant(s) {missing} not given; the engine has no defaults: build the "
-                          "configuration from the preregistration (benchmarks.pzombie.protocol.engine_config)")
+                          "configuration from the preregistration (benchmarks.pzombie.engine.engine_config)")
         converted = {}
         for name, value in current.items():
             if isinstance(value, list):

@@ -26,6 +26,7 @@ frozen state nothing can be measured.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import time
@@ -34,7 +35,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from models import BUNDLED, GenerationSettings, LanguageModel
+from benchmarks.core import tuning
+from models import (
+    BUNDLED,
+    GenerationSettings,
+    LanguageModel,
+    bundled_folder,
+    load_model,
+)
 
 from ._calibrator import AutoCalibrator, CalibratorState
 from ._config import PRESETS, PxConfig, PxError
@@ -55,11 +63,11 @@ class ModelSpec:
     factory: Callable[..., LanguageModel] | None = None
 
     def load(self) -> LanguageModel:
-        if self.factory is not None:
-            return self.factory(**dict(self.options))
-        from models import load_model
-
-        return load_model(self.name, **dict(self.options))
+        # The process tuning of a run's model load (benchmarks.core.tuning), in the process that loads it.
+        with tuning.collector_paused() if tuning.enabled() else contextlib.nullcontext():
+            if self.factory is not None:
+                return self.factory(**dict(self.options))
+            return load_model(self.name, **dict(self.options))
 
 
 @dataclass(frozen=True)
@@ -203,8 +211,6 @@ def _in_child(ctx: Any, target: Callable[..., Any], args: tuple, timeout_s: floa
 
 
 def _prepare_bundled(name: str) -> str:
-    from models import bundled_folder
-
     return str(bundled_folder(name)[0])
 
 

@@ -16,6 +16,7 @@ from models import (
     load_model,
     load_tokenizer,
 )
+from models._hf import TransformersModel
 
 
 def faulty_gemma(**options) -> LanguageModel:
@@ -39,10 +40,8 @@ def faulty_generate(original):
 
 def tiny_gemma(device: str = "cpu", dtype: str = "float32") -> LanguageModel:
     """A six-layer Gemma 3 with seeded random weights (the same in every process) and the bundled tokenizer."""
-    import torch
+    import torch  # reason: torch and transformers load only where a model is built
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
-
-    from models._hf import TransformersModel
 
     folder, _ = bundled_tokenizer_folder("gemma-3-270m")  # only the tokenizer: no weights converted
     config = Gemma3TextConfig(vocab_size=262144, hidden_size=64, intermediate_size=128, num_hidden_layers=6,

@@ -16,17 +16,11 @@ import pytest
 from benchmarks.core.effect_intervals import eta_squared_interval, r_squared_interval
 from benchmarks.core.rundir import SUITE_ROOT
 from benchmarks.core.stats import wilson_interval
-
-from .protocol import (
-    CLASSIFICATIONS,
-    IMPLEMENTED_INTERVALS,
-    PREREG,
-    PROTOCOL,
-    intervals,
-    metrics,
-    paired_bootstrap,
-)
-from .scenarios import prefill_run, synthetic_records
+from benchmarks.pzombie.intervals import intervals, paired_bootstrap
+from benchmarks.pzombie.metrics import metrics
+from benchmarks.pzombie.protocol import PROTOCOL
+from benchmarks.pzombie.scenarios import prefill_run, synthetic_records
+from benchmarks.pzombie.spec import CLASSIFICATIONS, IMPLEMENTED_INTERVALS, PREREG
 
 SPEC = PREREG.values.intervals
 

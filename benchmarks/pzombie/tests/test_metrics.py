@@ -10,20 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from .protocol import (
-    CATEGORIES,
-    PREREG,
-    eta_squared_forms,
-    metrics,
-    preset_metrics,
-    token_diversity,
-    zone_entropy_bits,
-)
-from .scenarios import synthetic_records
+from benchmarks.core.stats import f_sf_wilson_hilferty, one_way_anova
+from benchmarks.pzombie.metrics import eta_squared_forms, metrics, preset_metrics, token_diversity, zone_entropy_bits
+from benchmarks.pzombie.scenarios import synthetic_records
+from benchmarks.pzombie.spec import CATEGORIES, HERE, PREREG
 
-_spec = importlib.util.spec_from_file_location("pzombie_rescore", __import__("pathlib").Path(__file__).with_name("rescore.py"))
+_spec = importlib.util.spec_from_file_location("pzombie_rescore", HERE / "rescore.py")
 rescore = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rescore)
+#: Imported by the root conftest before this module's first test, so that no Hypothesis example pays for the import
+#: against its deadline (a protocol run collects this module without running it, and without importing scipy).
+RUN_LIBRARIES_FIRST = ("scipy.stats",)
+
 
 def _sps():
     """scipy.stats, imported by the tests that use it: a protocol run collects this module without running it."""
@@ -74,8 +72,6 @@ def test_anova_and_regression_match_scipy(seed):
 
 def test_published_p_approx_is_reproduced_from_f():
     """The seed's p_approx column follows from F with df (3, 76) by the Wilson-Hilferty form."""
-    from benchmarks.core.stats import f_sf_wilson_hilferty
-
     published = {10.342: 1.32e-5, 5.337: 0.0023, 0.659: 0.584, 16.814: 4.85e-8}
     for f, p in published.items():
         assert f_sf_wilson_hilferty(f, 3, 76) == pytest.approx(p, rel=0.03)
@@ -131,8 +127,6 @@ def test_rescorer_anova_matches_core(values):
     if eta_squared_forms(groups).ss_total < 1e-12:
         return
     mine = rescore.anova(groups)
-    from benchmarks.core.stats import one_way_anova
-
     core = one_way_anova(groups)
     assert mine["eta_squared"] == pytest.approx(core.eta_squared, rel=1e-9, abs=1e-12)
     if math.isfinite(core.f):

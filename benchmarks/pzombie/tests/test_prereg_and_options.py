@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.core import ProtocolRun, Run, UsageProblem
-
-from . import px
-from .protocol import CLASSIFICATIONS, HERE, OTHER_SCALE_WARMUP, PREREG, PROTOCOL, engine_config
+from benchmarks.pzombie import px
+from benchmarks.pzombie.engine import engine_config
+from benchmarks.pzombie.protocol import PROTOCOL
+from benchmarks.pzombie.spec import CLASSIFICATIONS, HERE, OTHER_SCALE_WARMUP, PREREG, PUBLISHED
 
 SPEC = PREREG.values
 PER_SCALE = {"scale", "recur_start", "warmup_centre", "warmup_jitter"}
@@ -101,8 +102,6 @@ def test_eta2_target_needs_both_size_and_significance(eta, p, label):
 
 
 def test_published_results_reach_their_published_verdicts():
-    from .protocol import PUBLISHED
-
     for scale, row in PUBLISHED.items():
         values = {"active.eta_squared": row["eta_squared"], "active.r_squared_td": row["r_squared_td"]}
         assert CLASSIFICATIONS["combined"].evaluate(values).label == row["verdict"], scale

@@ -31,20 +31,12 @@ from benchmarks.core import ProtocolRun, ResumeRefused, Run, canonical_json, rea
 from benchmarks.core.rundir import SUITE_ROOT
 from benchmarks.core.selfcheck import expected_pattern as core_expected_pattern
 from benchmarks.core.selfcheck import outcomes_by_name, read_report, run_protocol, run_rescorer
+from benchmarks.pzombie import px
+from benchmarks.pzombie.engine import engine_config, record_from_engine
+from benchmarks.pzombie.protocol import PROTOCOL
+from benchmarks.pzombie.scenarios import EXPECTED, SCENARIOS, prefill_run
+from benchmarks.pzombie.spec import CLASSIFICATIONS, HERE, PREREG, PzRecord, unit_id
 from fixtures.pzombie import build_pzombie_prompts
-
-from . import px
-from .protocol import (
-    CLASSIFICATIONS,
-    HERE,
-    PREREG,
-    PROTOCOL,
-    PzRecord,
-    engine_config,
-    record_from_engine,
-    unit_id,
-)
-from .scenarios import EXPECTED, SCENARIOS, prefill_run
 
 #: The protocol's own completeness tests, then the generic ones core generates for every protocol.
 COMPLETENESS = ["test_prompts_built", "test_calibration_done", "test_every_prompt_recorded",

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.pzombie.protocol import PREREG, engine_config
+from benchmarks.pzombie.engine import engine_config
 from benchmarks.pzombie.px import (
     AutoCalibrator,
     CalibratorState,
@@ -23,10 +23,14 @@ from benchmarks.pzombie.px import (
     Welford,
     generation_settings,
     route,
+    run_prompts,
     select,
     td_distribution,
     zone_entropy,
 )
+from benchmarks.pzombie.spec import PREREG
+from models import GEMMA3_CHAT_TEMPLATE, bundled_tokenizer_folder, load_tokenizer
+from models._hf import TransformersModel
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
 CONFIG = engine_config("270M")
@@ -265,8 +269,6 @@ def _tiny_gemma3n():
 def _bundled_tokenizer(name: str):
     """A bundled model's tokenizer, loaded once for the layouts that share it (Gemma's takes seconds to load); the
     model wrapper sets only left padding and the pad token on it, the same for every layout."""
-    from models import bundled_tokenizer_folder, load_tokenizer
-
     folder, _ = bundled_tokenizer_folder(name)  # only the tokenizer is used: no weights converted
     return load_tokenizer(folder)
 
@@ -277,11 +279,7 @@ def test_engine_runs_other_layer_layouts_and_removes_its_hooks(build):
     """Random-weight models of the other layouts the scales need, through both presets, in-process:
     Llama-style feed-forward (post_attention_layernorm), Gemma 3 4B's multimodal wrapper (text stack at
     .model.language_model), Gemma 3n's AltUp streams ([streams, batch, positions, hidden] layer outputs)."""
-    import torch
-
-    from models import GEMMA3_CHAT_TEMPLATE
-    from models._hf import TransformersModel
-    from benchmarks.pzombie.px import run_prompts
+    import torch  # reason: torch loads only for the tests that build a model
 
     torch.manual_seed(0)
     net, tokenizer_of, template, text_stack = build()

@@ -1,7 +1,7 @@
 """The PX-Engine on CUDA: spawn isolation and bfloat16 on a small random-weight Gemma 3 built from a config.
 
 Marked ``gpu``: excluded from the default run and skipped (with the reason) where CUDA is missing.
-Run with ``pytest benchmarks/pzombie/px/tests/test_pxengine_cuda.py -m gpu``; no weights are downloaded (the bundled
+Run with ``pytest benchmarks/pzombie/tests/test_pxengine_cuda.py -m gpu``; no weights are downloaded (the bundled
 Gemma's tokenizer is the only file used).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.pzombie.protocol import engine_config
+from benchmarks.pzombie.engine import engine_config
 from benchmarks.pzombie.px import (
     ACTIVE_MANIFOLD,
     BASELINE,

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from benchmarks.pzombie.protocol import PREREG, engine_config
+from benchmarks.pzombie.engine import engine_config
 from benchmarks.pzombie.px import (
     ACTIVE_MANIFOLD,
     BASELINE,
@@ -26,6 +26,7 @@ from benchmarks.pzombie.px import (
 from benchmarks.pzombie.px import run_prompts as _run_prompts
 from benchmarks.pzombie.px._engine import Tracer, decoder_layers
 from benchmarks.pzombie.px._runner import _in_child
+from benchmarks.pzombie.spec import PREREG
 from models import load_model
 
 from ._models import faulty_gemma, faulty_generate

@@ -20,10 +20,9 @@ from functools import lru_cache
 import pytest
 
 from benchmarks.core.reachability import outcome_labels, reachability, seeded
+from benchmarks.pzombie.metrics import metrics, token_diversity, zone_entropy_bits
+from benchmarks.pzombie.spec import CATEGORIES, CLASSIFICATIONS, PREREG, PRESET_PREFIX, ZONES, PzRecord, unit_id
 from fixtures.pzombie import measured_prompts
-
-from .protocol import CATEGORIES, CLASSIFICATIONS, PREREG, PRESET_PREFIX, ZONES, PzRecord, metrics, token_diversity
-from .protocol import unit_id, zone_entropy_bits
 
 SEED = 20261201
 SEARCH = 2000  # candidates at most; the search stops once every label has a witness

@@ -30,19 +30,12 @@ from hypothesis import strategies as st
 from benchmarks.core import ProtocolRun, Run, canonical_json, sha256_json
 from benchmarks.core.provenance import utc_now
 from benchmarks.core.selfcheck import read_report, run_protocol
-
-from . import px
-from .protocol import (
-    HERE,
-    PRESET_PREFIX,
-    PROTOCOL,
-    ZONES,
-    calibration_file,
-    record_from_engine,
-    token_diversity,
-    zone_entropy_bits,
-)
-from .scenarios import EXPECTED, SCENARIOS, prefill_run, synthetic_records
+from benchmarks.pzombie import px
+from benchmarks.pzombie.engine import record_from_engine
+from benchmarks.pzombie.metrics import token_diversity, zone_entropy_bits
+from benchmarks.pzombie.protocol import PROTOCOL
+from benchmarks.pzombie.scenarios import EXPECTED, SCENARIOS, prefill_run, synthetic_records
+from benchmarks.pzombie.spec import HERE, PRESET_PREFIX, ZONES, calibration_file
 
 SCRIPT = HERE / "rescore.py"
 UNIT = "ACTIVE_MANIFOLD:logic-07"  # the unit every single-unit mutation changes

@@ -27,8 +27,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from benchmarks.core.rules import RuleError
-
-from .protocol import CLASSIFICATIONS, HERE
+from benchmarks.pzombie.spec import CLASSIFICATIONS, HERE
 
 _spec = importlib.util.spec_from_file_location("pzombie_rescore_rules", HERE / "rescore.py")
 rescore = importlib.util.module_from_spec(_spec)

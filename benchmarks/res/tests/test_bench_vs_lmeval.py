@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from benchmarks.core.rundir import SUITE_ROOT
+from benchmarks.res import protocol as res
+from benchmarks.res.protocol import PROTOCOL, build_chat
 from fixtures.res import CONDITIONS, build_res_fixtures, gold_label
 
-from . import bench_vs_lmeval as bench
-from . import protocol as res
-from .protocol import PROTOCOL, build_chat
+_spec = importlib.util.spec_from_file_location("bench_vs_lmeval", SUITE_ROOT / "scripts" / "bench" / "bench_vs_lmeval.py")
+bench = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = bench  # its dataclasses resolve their annotations through sys.modules
+_spec.loader.exec_module(bench)
 
 
 def render(chat) -> str:

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.res.prompts import build_chat, check_label_tokens, parse_answer
+from benchmarks.res.spec import HERE
 from fixtures.res import CONDITIONS, build_res_fixtures, factor_states
-
 from models import ModelDescription, ModelError
 
-from .protocol import build_chat, check_label_tokens, parse_answer
-
-_spec = importlib.util.spec_from_file_location("res_rescore", Path(__file__).with_name("rescore.py"))
+_spec = importlib.util.spec_from_file_location("res_rescore", HERE / "rescore.py")
 rescore = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rescore)
 

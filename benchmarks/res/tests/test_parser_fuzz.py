@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.core.selfcheck import check_linear_time
+from benchmarks.res.prompts import parse_answer
+from benchmarks.res.spec import HERE
 
-from .protocol import parse_answer
-
-_spec = importlib.util.spec_from_file_location("res_rescore_fuzz", Path(__file__).with_name("rescore.py"))
+_spec = importlib.util.spec_from_file_location("res_rescore_fuzz", HERE / "rescore.py")
 rescore = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rescore)
 

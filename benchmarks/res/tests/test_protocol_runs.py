@@ -18,8 +18,7 @@ from benchmarks.core.selfcheck import (
     run_protocol,
     run_rescorer,
 )
-
-from .protocol import GATE, HERE, PREREG
+from benchmarks.res.spec import GATE, HERE, PREREG
 
 # Runs that check what a run writes, reports and refuses go through a fresh pytest session of the test's own
 # process (in_process=True); the bundled-model run, the two-worker run and the runs about how a session
@@ -199,7 +198,7 @@ def test_a_resume_with_another_fixture_set_is_refused(pytester: pytest.Pytester,
 
 def test_without_m_cpu_the_summary_says_no_protocol_ran(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """``pytest benchmarks/res`` without ``-m cpu`` measures nothing, and says so instead of looking like a run."""
-    result = pytester.runpytest_subprocess(str(HERE / "prereg.toml"), str(HERE / "test_fixture_audit.py"),
+    result = pytester.runpytest_subprocess(str(HERE / "prereg.toml"), str(HERE / "tests" / "test_fixture_audit.py"),
                                            f"--rootdir={SUITE_ROOT}", f"--results-dir={tmp_path / 'results'}",
                                            "-p", "no:cacheprovider")
     assert result.ret == 0

@@ -16,9 +16,9 @@ from functools import lru_cache
 import pytest
 
 from benchmarks.core.reachability import outcome_labels, reachability, seeded
+from benchmarks.res.metrics import metrics
+from benchmarks.res.spec import GATE, PREREG, ResRecord
 from fixtures.res import CONDITIONS, build_res_fixtures, gold_label
-
-from .protocol import GATE, PREREG, ResRecord, metrics
 
 SEED = 20261201
 SEARCH = 20000  # candidates at most; the search stops once every label has a witness

@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 import pytest
 
-from .protocol import HERE
+from benchmarks.res.spec import HERE
+
 from .test_protocol_runs import run_res
 
 SCRIPT = HERE / "rescore.py"

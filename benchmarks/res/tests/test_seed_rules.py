@@ -15,8 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from benchmarks.core.protocol import finite
-
-from .protocol import GATE, PROTOCOL
+from benchmarks.res.protocol import GATE, PROTOCOL
 
 # "The adequacy threshold for each accuracy is 0.75 and the generated-answer parser-coverage threshold is 0.95."
 ACCURACY = 0.75

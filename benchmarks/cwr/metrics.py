@@ -1,0 +1,191 @@
+"""Fiction-CWR: the metrics the rules read, the intervals reported beside them and the summary's counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Mapping, Sequence
+
+from benchmarks.core.paired import tango_rao_scott_interval
+from benchmarks.core.protocol import finite
+from benchmarks.core.stats import paired_difference_interval, proportion
+from fixtures.cwr import E_CONTEXTS
+
+from .spec import (
+    CONDITIONS,
+    INTERVAL_METHOD,
+    PREREG,
+    SYNTHESIS_CONDITIONS,
+    CwrRecord,
+    base_pair,
+    gate_at,
+)
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def paired_table(records: Sequence[CwrRecord], only: set[str] | None = None) -> dict[str, int]:
+    """2x2 table of F and C exact validity over the pairs measured under both conditions (optionally ``only`` some)."""
+    by_pair: dict[str, dict[str, bool]] = {}
+    for r in records:
+        if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None and (only is None or r.pair_id in only):
+            by_pair.setdefault(r.pair_id, {})[r.condition] = r.correct
+    table = {"both": 0, "f_only": 0, "c_only": 0, "neither": 0, "unpaired": 0}
+    for sides in by_pair.values():
+        if set(sides) != {"F", "C"}:
+            table["unpaired"] += 1
+            continue
+        key = {(True, True): "both", (True, False): "f_only", (False, True): "c_only", (False, False): "neither"}
+        table[key[(sides["F"], sides["C"])]] += 1
+    return table
+
+
+def paired_units(records: Sequence[CwrRecord], only: set[str] | None = None) -> list[tuple[str, bool, bool]]:
+    """(base pair, F valid, C valid) of every pair measured under both conditions (optionally ``only`` some)."""
+    by_pair: dict[str, dict[str, bool]] = {}
+    for r in records:
+        if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None and (only is None or r.pair_id in only):
+            by_pair.setdefault(r.pair_id, {})[r.condition] = r.correct
+    return [(base_pair(pair), sides["F"], sides["C"]) for pair, sides in sorted(by_pair.items()) if set(sides) == {"F", "C"}]
+
+
+def _check_interval_method() -> None:
+    method = PREREG.values.analysis.interval
+    if method != INTERVAL_METHOD:
+        raise ValueError(f"benchmarks/cwr/prereg.toml: analysis.interval = {method!r}; this version computes "
+                         f"only {INTERVAL_METHOD!r}")
+
+
+def _deficit(table: Mapping[str, int], units: Sequence[tuple[str, bool, bool]], prefix: str) -> dict[str, Any]:
+    """The F - C interval the rules read (clustered by base pair), and the per-replica Newcombe figure beside it."""
+    _check_interval_method()
+    confidence = PREREG.values.analysis.confidence
+    out: dict[str, Any] = {f"{prefix}.{k}": None for k in ("estimate", "lower", "upper", "bases", "replica_newcombe.lower",
+                                                           "replica_newcombe.upper")}
+    if units:
+        interval = tango_rao_scott_interval(units, confidence)
+        secondary = paired_difference_interval(table["both"], table["f_only"], table["c_only"], table["neither"], confidence)
+        out = {f"{prefix}.estimate": interval.estimate, f"{prefix}.lower": interval.low, f"{prefix}.upper": interval.high,
+               f"{prefix}.bases": len({base for base, _, _ in units}),
+               f"{prefix}.replica_newcombe.lower": secondary.low, f"{prefix}.replica_newcombe.upper": secondary.high}
+    return out
+
+
+def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | None = None,
+            motif_required: set[str] | None = None,
+            subsets: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    """Flat metrics; undefined ratios are None.  Denominator of every rate: all units of the condition.
+
+    ``motif_required``: ids of the pairs whose every bounded target solution
+    needs the withheld motif; the deficit over those pairs alone is reported
+    as ``deficit_motif_required.*`` (no rule reads it). ``subsets``: further
+    named pair subsets (``pairs.pair_subsets``: ``exposure_matched``,
+    ``without_interchangeable``), each reported as ``deficit_<name>.*`` and
+    ``pairs_<name>.n`` beside the primary deficit (no rule reads them).
+    """
+    out: dict[str, Any] = {}
+    for condition in CONDITIONS:
+        rows = [r for r in records if r.condition == condition]
+        out[f"{condition}.units"] = len(rows)
+        out[f"{condition}.correct"] = sum(r.correct for r in rows)
+        out[f"{condition}.parse_coverage"] = _ratio(sum(r.parse_status == "ok" for r in rows), len(rows))
+        out[f"{condition}.generation_errors"] = sum(r.generation_error is not None for r in rows)
+        name = "validity" if condition in SYNTHESIS_CONDITIONS else "accuracy"
+        out[f"{condition}.{name}"] = _ratio(sum(r.correct for r in rows), len(rows))
+    for kind in ("verdict", "effect"):
+        rows = [r for r in records if r.condition == "P" and r.kind == kind]
+        out[f"P.{kind}.accuracy"] = _ratio(sum(r.correct for r in rows), len(rows))
+    for context in E_CONTEXTS:  # E_C (the seed's main E), E_F, context-free E
+        rows = [r for r in records if r.condition == "E" and r.context == context]
+        out[f"E_{context}.units"] = len(rows)
+        out[f"E_{context}.correct"] = sum(r.correct for r in rows)
+        out[f"E_{context}.accuracy"] = _ratio(sum(r.correct for r in rows), len(rows))
+    table = paired_table(records)
+    out.update({f"pairs.{k}": v for k, v in table.items()})
+    n = table["both"] + table["f_only"] + table["c_only"] + table["neither"]
+    out["pairs.n"] = n
+    out.update(_deficit(table, paired_units(records), "deficit"))
+    if motif_required is not None:
+        restricted = paired_table(records, motif_required)
+        out["pairs_motif_required.n"] = sum(v for k, v in restricted.items() if k != "unpaired")
+        out.update(_deficit(restricted, paired_units(records, motif_required), "deficit_motif_required"))
+    for name, ids in sorted((subsets or {}).items()):
+        if name == "motif_required":
+            continue
+        chosen = set(ids)
+        restricted = paired_table(records, chosen)
+        out[f"pairs_{name}.n"] = sum(v for k, v in restricted.items() if k != "unpaired")
+        out.update(_deficit(restricted, paired_units(records, chosen), f"deficit_{name}"))
+    if baseline_summary is not None:
+        out["baselines.copy_flagged_pairs"] = baseline_summary["copy_flagged_pairs"]
+    return out
+
+
+def cluster_of(record: CwrRecord) -> str:
+    """The cluster a unit's outcome shares structure with: the base pair for every unit on a pair's worlds (F and C
+    sides of every replica, P/R/E items on its targets), otherwise the shipped world the item is on."""
+    if record.world_ref.startswith("pair:"):
+        return base_pair(record.world_ref.split(":", 2)[1])
+    return record.world_ref
+
+
+def clustered_share(rows: Sequence[CwrRecord], success: Any) -> dict[str, Any]:
+    """The share of ``rows`` for which ``success(row)`` holds, with its cluster-aware 95% interval: Wilson on the
+    Rao-Scott effective size, the clusters those of :func:`cluster_of` (:func:`benchmarks.core.stats.proportion`)."""
+    cells: dict[str, list[int]] = {}
+    for row in rows:
+        cell = cells.setdefault(cluster_of(row), [0, 0])
+        cell[0] += bool(success(row))
+        cell[1] += 1
+    clusters = [tuple(cells[key]) for key in sorted(cells)]
+    return proportion(sum(k for k, _ in clusters), len(rows), clusters=clusters)
+
+
+def intervals(records: Sequence[CwrRecord]) -> dict[str, dict[str, Any]]:
+    """A cluster-aware 95% interval with k and n beside every share :func:`metrics` reports (metric name ->
+    interval).  Reported only: the rules read the F - C interval of :func:`metrics`, not these."""
+    out: dict[str, dict[str, Any]] = {}
+    for condition in CONDITIONS:
+        rows = [r for r in records if r.condition == condition]
+        name = "validity" if condition in SYNTHESIS_CONDITIONS else "accuracy"
+        out[f"{condition}.parse_coverage"] = clustered_share(rows, lambda r: r.parse_status == "ok")
+        out[f"{condition}.{name}"] = clustered_share(rows, lambda r: r.correct)
+    for kind in ("verdict", "effect"):
+        out[f"P.{kind}.accuracy"] = clustered_share([r for r in records if r.condition == "P" and r.kind == kind],
+                                                    lambda r: r.correct)
+    for context in E_CONTEXTS:
+        out[f"E_{context}.accuracy"] = clustered_share(
+            [r for r in records if r.condition == "E" and r.context == context], lambda r: r.correct)
+    return dict(sorted(out.items()))
+
+
+def sensitivity_grid(measured: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The classification at every (delta, tau) of the preregistered grid; reported, never used to choose."""
+    values = finite(measured)
+    grid = []
+    for delta in PREREG.values.sensitivity.delta:
+        for tau in PREREG.values.sensitivity.tau:
+            try:
+                label = gate_at(delta, tau).evaluate(values).label
+            except Exception as exc:  # an unmeasured metric: recorded, not hidden
+                label = f"not classifiable: {exc}"
+            grid.append({"delta": delta, "tau": tau, "classification": label})
+    return grid
+
+
+def parse_status_counts(records: Sequence[CwrRecord]) -> dict[str, dict[str, int]]:
+    return {c: dict(sorted(Counter(r.parse_status for r in records if r.condition == c).items())) for c in CONDITIONS}
+
+
+def check_counts(records: Sequence[CwrRecord]) -> dict[str, dict[str, int]]:
+    """``status:reason`` counts of the checker's verdicts on F and C artifacts."""
+    return {c: dict(sorted(Counter(f"{r.check_status}:{r.check_reason}" for r in records if r.condition == c).items()))
+            for c in SYNTHESIS_CONDITIONS}
+
+
+def token_counts(records: Sequence[CwrRecord]) -> dict[str, dict[str, int]]:
+    return {c: {"prompt": sum(r.prompt_tokens or 0 for r in records if r.condition == c),
+                "generated": sum(r.generation_tokens for r in records if r.condition == c)} for c in CONDITIONS}
+
+

@@ -1,0 +1,189 @@
+"""Fiction-CWR: the preregistration's form, the compiled preregistration and the record types.
+
+The bottom of the package: it reads ``prereg.toml`` and imports nothing of
+the package.  The prompts and parsers (:mod:`.prompts`), the metrics
+(:mod:`.metrics`), the pairs and splits (:mod:`.pairs`, :mod:`.splits`), the
+units (:mod:`.units`), the planned power (:mod:`.design`) and the protocol
+(:mod:`.protocol`) build on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import worlds
+from benchmarks.core import (
+    ClassificationSpec,
+    ModelSpec,
+    ProtocolHeader,
+    classification,
+    load_prereg,
+)
+
+#: The interval the CWR rules read: Tango's score interval for a paired difference on the pooled replica table,
+#: its counts divided by the Rao-Scott design effect of the replicas within their base pairs.
+INTERVAL_METHOD = "tango-score-rao-scott"
+
+HERE = Path(__file__).resolve().parent
+
+CONDITIONS = ("P", "R", "E", "F", "C")
+CONTROL_CONDITIONS = ("P", "R", "E")
+SYNTHESIS_CONDITIONS = ("F", "C")
+#: The pair sets a preregistration may name.
+PAIR_SETS = ("showcase",)
+#: Name under which the run's F/C pairs enter ``fixtures.json`` and the run identity (built by ``worlds``,
+#: not a registered fixture set).
+PAIRS_FIXTURE = "cwr-pairs"
+BASELINES_FILE = "baselines.json"
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """One preregistered split (``[splits.<name>]``)."""
+
+    generator: str  # the worlds generator version the split was frozen with (worlds.GENERATOR_VERSION)
+    families: tuple[str, ...]  # families drawn, in this order
+    pairs_per_tier: dict[str, int]  # tier -> base pairs per family, tiers in this order
+    replicas: int  # F/C target replicas per base pair; each replica is one paired unit
+    seed: int | None = None  # public split: the generator's seed
+    seed_sha256: str | None = None  # committed split: sha256 of the secret seed text
+
+    @property
+    def committed(self) -> bool:
+        return self.seed_sha256 is not None
+
+    def bases_per_family(self) -> int:
+        return sum(self.pairs_per_tier.values())
+
+
+@dataclass(frozen=True)
+class MeasurementSpec:
+    fixture_set: str  # registered P/R/E fixture set
+    pair_set: str  # "showcase": worlds.build_showcase_pairs()
+    replicas_per_pair: int  # target replica seeds per showcase pair; each replica is one paired unit
+    max_new_tokens: dict[str, int]  # generation bound per condition
+
+
+@dataclass(frozen=True)
+class BaselineSpec:
+    random_samples: int  # seeded random step sequences per target
+
+
+@dataclass(frozen=True)
+class AnalysisSpec:
+    confidence: float  # level of the paired F - C interval
+    interval: str  # the method of the interval the rules read (INTERVAL_METHOD)
+
+
+@dataclass(frozen=True)
+class SensitivitySpec:
+    delta: tuple[float, ...]  # deficit values the summary re-classifies at (report only)
+    tau: tuple[float, ...]  # mastery values the summary re-classifies at (report only)
+
+
+@dataclass(frozen=True)
+class ConfirmatoryDesignSpec:
+    """The prospective sample design of the confirmatory split (read by ``python -m benchmarks.core.design cwr``;
+    no rule reads it and it sizes nothing in a development run)."""
+
+    families: tuple[str, ...]  # families the base pairs come from, equal numbers of bases each
+    bases_per_family: int  # base pairs per family
+    replicas: int  # F/C target replicas per base pair
+    c_validity: float  # assumed C exact validity of one replica
+    theta: float  # assumed dependence of the F and C sides of one replica
+    rho: float  # assumed within-base correlation of the replicas
+    null_difference: float  # true F - C at which DEFICIT_OF_DELTA_REJECTED is the correct outcome
+    effect_difference: float  # true F - C at which RECOMBINATION_DEFICIT_SUPPORTED is the correct outcome
+    target: float  # required probability of the correct outcome at both
+    simulations: int  # simulated data sets per probability
+    seed: int  # simulation seed
+    p_reject_at_null: float  # computed P(DEFICIT_OF_DELTA_REJECTED) at null_difference
+    p_support_at_effect: float  # computed P(RECOMBINATION_DEFICIT_SUPPORTED) at effect_difference
+
+
+@dataclass(frozen=True)
+class DesignSpec:
+    confirmatory: ConfirmatoryDesignSpec
+
+
+@dataclass(frozen=True)
+class CwrPrereg:
+    protocol: ProtocolHeader
+    model: ModelSpec
+    seeds: dict[str, int]
+    measurement: MeasurementSpec
+    baselines: BaselineSpec
+    analysis: AnalysisSpec
+    thresholds: dict[str, float]
+    sensitivity: SensitivitySpec
+    design: DesignSpec
+    splits: dict[str, SplitSpec]
+    classification: ClassificationSpec
+
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One prompt to measure: a P/R/E item or one side of a pair."""
+
+    item_id: str  # P/R/E: the fixture item id; F/C: "<F|C>:<pair id>"
+    condition: str
+    kind: str  # P: verdict/effect; R: retrieval; E: goal/non_goal/illegal; F/C: synthesis
+    pair_id: str | None  # F/C: the pair; None for controls
+    world_ref: str  # world behind the prompt (for F/C: "pair:<id>:<F|C>")
+    family: str
+    prompt_text: str  # the user message
+    expected: Any  # P/R/E: the expected answer; F/C: None (every valid artifact passes)
+    context: str | None = None  # E: "C", "F" or "none" (the condition context the prompt shows); None otherwise
+    target: worlds.World | None = field(default=None, repr=False, compare=False)  # F/C: the world the checker grades
+
+
+@dataclass(frozen=True)
+class CwrRecord:
+    """One unit's measurement: a line of ``records.jsonl``."""
+
+    SCHEMA_VERSION: ClassVar[int] = 2  # 2: the E context field
+
+    item_id: str
+    condition: str  # P, R, E, F or C
+    kind: str
+    pair_id: str | None
+    world_ref: str
+    family: str
+    prompt: str  # the rendered prompt text the model saw
+    prompt_sha256: str
+    prompt_tokens: int | None
+    max_new_tokens: int  # the generation bound actually used
+    generation: str  # raw greedy text
+    generation_tokens: int  # generated token count (0 for backends that report no token ids, e.g. scripted)
+    finish_reason: str
+    generation_error: str | None  # coded backend failure; the unit counts as wrong
+    parse_status: str  # one of PARSE_STATUSES
+    parsed: Any  # P/R/E: the parsed answer; F/C: the extracted artifact text; None when not ok
+    expected: Any  # P/R/E: the expected answer; F/C: None
+    check_status: str | None  # F/C: VALID / INVALID / MALFORMED from worlds.check; None for controls
+    check_reason: str | None  # F/C: the checker's reason
+    check_failing_step: int | None  # F/C: the checker's first failing step (0-based)
+    correct: bool  # P/R/E: exact match; F/C: check_status == VALID
+    context: str | None  # E: "C", "F" or "none" (E_C, E_F, context-free); None for other conditions
+
+
+#: The preregistration, validated against :class:`CwrPrereg`.
+PREREG = load_prereg(HERE / "prereg.toml", CwrPrereg)
+#: The five ordered rules, compiled with the prereg's thresholds.
+GATE = classification(PREREG, "classification")
+
+
+def gate_at(delta: float, tau: float):
+    """The preregistered rule order compiled with other thresholds (for the sensitivity grid only)."""
+    thresholds = {**PREREG.values.thresholds, "delta": float(delta), "tau": float(tau)}
+    return PREREG.values.classification.build(thresholds)
+
+
+
+def base_pair(pair_id: str) -> str:
+    """The base pair a replica belongs to (``PAIR-X~r2`` -> ``PAIR-X``; a base pair is its own)."""
+    return pair_id.split("~r", 1)[0]
+
