@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from .. import registry
 from .._canonical import FileReadError, read_json_file
 from ..errors import PreregbenchError
+from ..ledger import LedgerError, read_ledger
 from ..rules import Classification, format_number
 from ._figures import DrawnAhead, draw_figures
 
@@ -332,5 +333,23 @@ def load_run(run_dir: str | Path, *, figures: bool = True, drawn_ahead: DrawnAhe
         proportions=_proportions(summary),
     )
     if figures and protocol is not None:
-        view.figures = draw_figures(protocol, run_dir, summary, notes, drawn_ahead)
+        problem = _ledger_problem(protocol, run_dir)
+        if problem is not None:  # figures come from records the suite wrote, or not at all
+            notes.append(f"the figures could not be drawn: {problem}")
+        else:
+            view.figures = draw_figures(protocol, run_dir, summary, notes, drawn_ahead)
     return view
+
+
+def _ledger_problem(protocol: Any, run_dir: Path) -> str | None:
+    """Why the run's ledger is not one the suite wrote, in one line (the strict reader of resume, verify and
+    compare: blank lines, CRLF endings, a wrong schema version and repeated units are refused); None when it is
+    or when the run has none."""
+    ledger = protocol.find_ledger(run_dir)
+    if ledger is None:
+        return None
+    try:
+        read_ledger(ledger, protocol.record_type, protocol.record_key)
+    except (LedgerError, OSError) as exc:
+        return " ".join(str(exc).split())[:300]
+    return None

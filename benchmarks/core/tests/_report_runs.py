@@ -55,6 +55,24 @@ def _records_cwr(rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
+def _versioned(protocol: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as the ledger writes them: every field of the record type and its schema version (a report draws
+    figures only from a ledger the strict reader accepts)."""
+    fields = {f.name: _blank(str(f.type)) for f in dataclasses.fields(protocol.record_type)}
+    return [{**fields, **row, "schema_version": protocol.record_type.SCHEMA_VERSION} for row in rows]
+
+
+def _blank(annotation: str) -> Any:
+    """A value of the annotated type for a field the hand-made row leaves out."""
+    if "None" in annotation or annotation == "Any":
+        return None
+    if annotation.startswith(("tuple", "list")):
+        return []
+    if annotation.startswith("dict"):
+        return {}
+    return {"str": "", "int": 0, "float": 0.0, "bool": False}[annotation]
+
+
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
 
@@ -71,11 +89,11 @@ def make_run(results: Path, name: str, *, value: float = 0.5, run_id: str = "han
     if name == "res":
         metrics.update({"five_factor.agreement": 0.75, "five_factor.parser_coverage": 0.9,
                         "minimal_owner_indexed.parser_coverage": 1.0})
-        _write_jsonl(run_dir / "records.jsonl", _records_res(rng))
+        _write_jsonl(run_dir / "records.jsonl", _versioned(protocol, _records_res(rng)))
     elif name == "cwr":
         metrics.update({"F.units": 3, "C.units": 3, "F.validity": 0.66, "C.validity": 0.33, "P.accuracy": 0.9,
                         "deficit.estimate": 0.33, "deficit.lower": -0.1, "deficit.upper": 0.7})
-        _write_jsonl(run_dir / "records.jsonl", _records_cwr(rng))
+        _write_jsonl(run_dir / "records.jsonl", _versioned(protocol, _records_cwr(rng)))
         sides = [{"condition": c, "copy_solves": [], "random_valid_rate": 0.1, "greedy_status": "VALID"} for c in "FC"]
         (run_dir / "baselines.json").write_text(json.dumps({"pairs": {"PAIR-A-01": {"sides": sides}}}), encoding="utf-8")
     elif name == "ladder":

@@ -9,6 +9,7 @@ import re
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,6 +195,26 @@ def test_a_figure_that_cannot_be_drawn_leaves_the_rest_of_the_report(tmp_path: P
     assert view.figures == [] and any("figures could not be drawn" in n for n in view.notes)
     assert "ANTI" in render_html(view) or view.classifications
 
+
+
+@pytest.mark.parametrize("damage", [b"\n", b"\r\n", "repeat"])
+def test_figures_are_drawn_only_from_a_ledger_the_strict_reader_accepts(tmp_path: Path, damage: Any) -> None:
+    run_dir = make_run(tmp_path, "res")
+    assert load_run(run_dir).figures, "the undamaged hand-made run has figures"
+    ledger = run_dir / "records.jsonl"
+    data = ledger.read_bytes()
+    if damage == "repeat":
+        data += data.splitlines(keepends=True)[0]
+    elif damage == b"\r\n":
+        data = data.replace(b"\n", b"\r\n")
+    else:
+        data += damage
+    ledger.write_bytes(data)
+    view = load_run(run_dir)
+    assert view.figures == []
+    note = next(n for n in view.notes if "figures could not be drawn" in n)
+    assert "records.jsonl: line" in note and "\n" not in note
+    assert "RESPONSE_INTERFACE" in render_html(view) or view.classifications
 
 def test_index_lists_every_run_and_links_its_report(tmp_path: Path) -> None:
     results = tmp_path / "results"
