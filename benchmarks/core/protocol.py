@@ -325,6 +325,20 @@ class Protocol(Generic[U, R]):
     def provenance_extra(self, run: "ProtocolRun") -> dict[str, Any]:
         return {}
 
+    def resume_units(self, run: "ProtocolRun", units: Sequence[U], recorded: frozenset) -> list[U]:
+        """The units a session hands to :meth:`run_units` when the ledger holds ``recorded`` (their keys)
+        already: every batch of the whole run (``batches(run, units)``) that holds a unit not yet recorded,
+        whole, so that each unit is measured in the batch (with the padding) an uninterrupted run gives it.
+        The recorded units of such a batch are measured again and compared with the ledger, not appended.
+        When the chosen batches, batched again, would not come out the same (a protocol whose batching
+        depends on more than the units' order), only the units not yet recorded are measured."""
+        chosen = [list(batch) for batch in self.batches(run, list(units))
+                  if any(self.unit_key(u) not in recorded for u in batch)]
+        whole = [u for batch in chosen for u in batch]
+        if [list(batch) for batch in self.batches(run, whole)] != chosen:
+            return [u for u in units if self.unit_key(u) not in recorded]
+        return whole
+
     def run_units(self, run: "ProtocolRun", todo: Sequence[U], append: Callable[[R], None]) -> None:
         """Measure ``todo``: load the model, start the run, measure batch by batch, append every record.
 

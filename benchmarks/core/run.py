@@ -18,6 +18,8 @@ default does nothing, and the runner hands it the one it chose
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
@@ -34,6 +36,8 @@ U = TypeVar("U")
 R = TypeVar("R")
 
 FIXTURES_FILE = "fixtures.json"
+#: What each resumed session found when it measured recorded units again with their batch (see ``measure_all``).
+RESUMES_FILE = "resumes.json"
 SUMMARY_SCHEMA_VERSION = 1
 FIXTURES_SCHEMA_VERSION = 1
 
@@ -120,6 +124,7 @@ class ProtocolRun(Generic[U, R]):
         self._units: list[U] | None = None
         self._ledger: Ledger | None = None
         self._started = False
+        self._remeasured: dict[str, R] = {}
         #: The pytest config of the session (for the progress line past output capture); None outside pytest.
         self.config: Any = None
         #: This session's measurement progress (:mod:`benchmarks.core.progress`); None when nothing is measured.
@@ -144,6 +149,12 @@ class ProtocolRun(Generic[U, R]):
             found.append(f"model {self.model!r} instead of the preregistered {self.preregistered.id!r}")
         if self.device != self.protocol.default_device():
             found.append(f"device {self.device!r} instead of {self.protocol.default_device()!r}")
+        path = self.path(RESUMES_FILE)
+        history = self.read_json(RESUMES_FILE) if path.exists() else []
+        differing = sorted({k for entry in history for k in entry.get("differing", [])})
+        if differing:
+            found.append(f"a resumed session measured {len(differing)} recorded unit(s) again with their batch and "
+                         f"got other values than the ledger holds (first: {differing[0]!r}; see {RESUMES_FILE})")
         return found + list(self.protocol.deviations(self))
 
     @property
@@ -308,20 +319,38 @@ class ProtocolRun(Generic[U, R]):
             self.check_resume()
             self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
             with Ledger(self.ledger_path, protocol.record_type, protocol.record_key) as ledger:
-                todo = [u for u in units if protocol.unit_key(u) not in ledger]
-                wanted = {protocol.unit_key(u) for u in todo}
-                if not todo:
+                recorded = ledger.done
+                wanted = {protocol.unit_key(u) for u in units} - recorded
+                if not wanted:
                     self.write_fixtures()
                 else:
+                    todo = protocol.resume_units(self, units, recorded) if recorded else list(units)
+                    again = {protocol.unit_key(u) for u in todo} & recorded
+                    self._remeasured = {}
                     self._ledger = ledger
-                    self._start_progress(len(units), len(units) - len(todo))
+                    self._start_progress(len(units), len(units) - len(wanted))
                     self.phase("loading model")
                     try:
-                        protocol.run_units(self, todo, lambda record: self._append(ledger, record, wanted))
+                        protocol.run_units(self, todo, lambda record: self._append(ledger, record, wanted, again))
                     finally:
                         self._ledger = None
                         self._started = False
+                    if again:
+                        self._check_remeasured(ledger)
         return read_ledger(self.ledger_path, protocol.record_type, protocol.record_key)
+
+    def _check_remeasured(self, ledger: Ledger) -> None:
+        """Compare the recorded units this resumed session measured again (to measure the rest of their batch as
+        an uninterrupted run does) with what the ledger holds; every comparison is kept in ``resumes.json``, and a
+        difference is a deviation of the run."""
+        key = self.protocol.record_key
+        held = {getattr(r, key): r for r in ledger if getattr(r, key) in self._remeasured}
+        differing = sorted(k for k, r in self._remeasured.items() if k not in held or _spelled(held[k]) != _spelled(r))
+        path = self.path(RESUMES_FILE)
+        history = self.read_json(RESUMES_FILE) if path.exists() else []
+        history.append({"remeasured": sorted(self._remeasured), "differing": differing})
+        self.write_json(RESUMES_FILE, history)
+        self._remeasured = {}
 
     def record(self, description: Mapping[str, Any], records: Iterable[R]) -> list[R]:
         """Record ``records`` as measured by the model ``description`` (for tools and self-checks that
@@ -342,10 +371,13 @@ class ProtocolRun(Generic[U, R]):
                     self._started = False
         return self.records()
 
-    def _append(self, ledger: Ledger, record: R, wanted: set[str]) -> None:
+    def _append(self, ledger: Ledger, record: R, wanted: set[str], again: frozenset = frozenset()) -> None:
         if not self._started:
             raise RuntimeError(f"{self.protocol.name}: a record was appended before run.start(description)")
         key = getattr(record, self.protocol.record_key)
+        if key in again:  # measured again with its batch; compared with the ledger when the session ends
+            self._remeasured[key] = record
+            return
         if key not in wanted:
             raise ValueError(f"{self.protocol.name}: record {key!r} is not a unit this session measures")
         ledger.append(record)
@@ -433,3 +465,8 @@ __all__ = [
     "RunTuning",
     "identity_conflicts",
 ]
+
+
+def _spelled(record: Any) -> str:
+    """A record as canonical JSON (NaN spelled alike on both sides), for comparing a unit measured twice."""
+    return json.dumps(dataclasses.asdict(record), sort_keys=True, default=str)

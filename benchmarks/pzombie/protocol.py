@@ -196,6 +196,11 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
         path = run.path(calibration_file(preset))
         return run.read_json(path.name) if path.exists() else None
 
+    def resume_units(self, run: ProtocolRun, units: Sequence[PzUnit], recorded: frozenset) -> list[PzUnit]:
+        """Only the units not yet recorded: each prompt is measured alone from its preset's frozen state, so no
+        batch has to be measured again for a resumed run to equal an uninterrupted one."""
+        return [unit for unit in units if self.unit_key(unit) not in recorded]
+
     def run_units(self, run: ProtocolRun, todo: Sequence[PzUnit], append: Callable[[PzRecord], None]) -> None:
         """Per preset with units left: calibrate (or take the stored frozen state), then measure its prompts."""
         settings = run.settings

@@ -146,6 +146,38 @@ def test_bundled_smollm2_end_to_end(pytester: pytest.Pytester, tmp_path: Path) -
     print(f"SmolLM2 RES run: {label} in {wall:.1f} s; metrics {json.dumps(rescored['metrics'], sort_keys=True)}")
 
 
+
+#: Ledger lines kept before the cut: inside the first batch, at a batch's end, inside later batches, and one
+#: record short of the end (a batch of RES is 8 units).
+KILL_POINTS = (1, 4, 8, 13, 30, 63)
+
+
+@pytest.mark.slow
+def test_a_killed_and_resumed_smollm2_run_equals_the_uninterrupted_one(pytester: pytest.Pytester, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundled SmolLM2 run whole, then cut at six points mid-record (as a kill leaves it) and resumed: every
+    field of every record, logits included, equals the uninterrupted run's, and the recorded units a resume
+    measured again with their batch agree with the ledger (``resumes.json``)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # one thread count for every session: the same sums, in order
+    _, _, whole_dir = run_res(pytester, tmp_path / "whole", "--model", "smollm2-135m-instruct", "--run-id=cut")
+    whole = {row["item_id"]: row for row in map(json.loads, (whole_dir / "records.jsonl").read_text().splitlines())}
+    assert len(whole) == 64
+    lines = (whole_dir / "records.jsonl").read_text().splitlines(keepends=True)
+    for kept in KILL_POINTS:
+        run_dir = tmp_path / f"cut-{kept}" / "results" / "res" / "cut"
+        run_dir.mkdir(parents=True)
+        for name in ("fixtures.json", "provenance.json"):
+            (run_dir / name).write_bytes((whole_dir / name).read_bytes())
+        (run_dir / "records.jsonl").write_text("".join(lines[:kept]) + lines[kept][: len(lines[kept]) // 2])
+        result, report, again = run_res(pytester, tmp_path / f"cut-{kept}", "--model", "smollm2-135m-instruct",
+                                        "--run-id=cut")
+        assert again == run_dir and report["benchmark"]["protocols"]["res"]["status"] == "complete", kept
+        resumed = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+        assert len(resumed) == 64 and {row["item_id"]: row for row in resumed} == whole, kept
+        checks = json.loads((run_dir / "resumes.json").read_text()) if kept % 8 else []
+        assert all(check["differing"] == [] for check in checks), (kept, checks)
+        assert len(checks) == (1 if kept % 8 else 0) and (not checks or len(checks[0]["remeasured"]) == kept % 8)
+
 def test_two_xdist_workers_share_one_measurement(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """Under -n 2 one worker measures under the run's lock; the other reads the same 64 records."""
     result, report, run_dir = run_res(pytester, tmp_path, "--model", "scripted-oracle", "-n", "2")
