@@ -107,3 +107,21 @@ def test_what_is_not_a_pair_of_runs_is_refused_in_one_line(res_runs: tuple[Path,
         done = cli("compare", *args)
         assert done.returncode == 4, (args, done.stdout, done.stderr)
     assert not (oracle / "compare.json").exists()
+
+
+def test_a_linked_run_or_a_unit_recorded_twice_is_refused_in_one_line(res_runs: tuple[Path, Path, Path],
+                                                                      tmp_path: Path) -> None:
+    oracle, noisy, _ = res_runs
+    linked = tmp_path / "linked"
+    linked.symlink_to(noisy, target_is_directory=True)
+    done = cli("compare", str(oracle), str(linked))
+    assert done.returncode == 4 and done.stderr.count("\n") == 1 and "symbolic link" in done.stderr, done.stderr
+    twice = tmp_path / "twice"
+    twice.mkdir()
+    for path in noisy.iterdir():
+        if path.is_file():
+            (twice / path.name).write_bytes(path.read_bytes())
+    ledger = twice / "records.jsonl"
+    ledger.write_bytes(ledger.read_bytes() + ledger.read_bytes().splitlines(keepends=True)[0])
+    done = cli("compare", str(oracle), str(twice))
+    assert done.returncode == 4 and done.stderr.count("\n") == 1 and "already recorded" in done.stderr, done.stderr

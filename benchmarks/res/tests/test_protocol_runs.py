@@ -92,6 +92,10 @@ def test_provenance_records_the_label_token_ids(pytester: pytest.Pytester, tmp_p
     assert report["benchmark"]["protocols"]["res"]["status"] == "complete"
     provenance = json.loads((run_dir / "provenance.json").read_text())
     assert provenance["extra"]["label_token_ids"] == {"A": 330, "B": 426}
+    # every generator the model loader seeds (models._hf seeds Python's random, NumPy and torch), by name
+    torch_seed = PREREG.values.seeds["torch"]
+    assert {k: provenance["seeds"][k] for k in ("python_random", "numpy", "torch")} == dict.fromkeys(
+        ("python_random", "numpy", "torch"), torch_seed)
     header = PREREG.values.protocol
     assert json.loads((run_dir / "summary.json").read_text())["preregistration"] == {
         "name": "res", "title": header.title, "registered": "2026-09-13", "seed_document": header.seed_document}
