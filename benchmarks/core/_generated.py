@@ -49,12 +49,12 @@ from typing import Any, Callable, Iterator, MutableMapping
 import pytest
 
 from . import tuning
-from .errors import PreregbenchError
 from ._canonical import sha256_json
+from .errors import PreregbenchError, one_line
 from .ledger import read_ledger
-from .session import benchmark_run
 from .protocol import Protocol, finite
 from .run import FIXTURES_FILE, ProtocolRun
+from .session import benchmark_run
 
 #: Folder -> protocol, for every protocol whose conftest has been loaded in this process.
 REGISTERED: dict[Path, Protocol] = {}
@@ -78,7 +78,7 @@ def preregistration_checked(namespace: MutableMapping[str, Any]) -> Iterator[Non
     try:
         yield
     except PreregbenchError as exc:
-        line = " ".join(str(exc).split())
+        line = one_line(exc, limit=10_000)  # a refused prereg names file, key and problem: keep it whole
 
         def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(line)

@@ -14,4 +14,9 @@ class PreregbenchError(Exception):
     """An error of the suite with a one-line message (catch this to catch them all)."""
 
 
-__all__ = ["PreregbenchError"]
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An error's message as one line of at most ``limit`` characters (runs of white space folded to one)."""
+    return " ".join(str(exc).split())[:limit]
+
+
+__all__ = ["PreregbenchError", "one_line"]

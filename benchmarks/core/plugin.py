@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 import signal
+import sys
 import threading
 from dataclasses import asdict
 from pathlib import Path
@@ -40,13 +40,14 @@ import pytest
 
 from . import modelrun, registry, tuning
 from ._canonical import FileReadError, FileWriteError, atomic_write_json, errno_name
+from ._generated import add_protocol_options
+from .errors import one_line
 from .ledger import LedgerError
 from .manifest import MANIFEST_FILE, ManifestError, write_manifest
 from .provenance import ProvenanceError, read_provenance, utc_now
 from .report import RunNotFinished, write_index, write_reports
 from .rules import Classification, Outcome, RuleError
 from .rundir import PROVENANCE_FILE, REPORT_FILE, RunDirError, check_run_dir, new_run_id, protocol_dir_of
-from ._generated import add_protocol_options
 from .session import RUN_ID_PATTERN, STATE, SessionState, benchmark_run, check_results_dir, check_run_id
 
 DEVICES = ("cpu", "cuda")
@@ -398,12 +399,12 @@ class _Reporter:
             except RunNotFinished:  # no results to show: report.json says why
                 continue
             except Exception as exc:  # never a traceback, never a changed verdict
-                self.report_problems.append(f"{run_dir}: report not rendered: {type(exc).__name__}: {_line(exc)}")
+                self.report_problems.append(f"{run_dir}: report not rendered: {type(exc).__name__}: {one_line(exc)}")
         if self.readable:
             try:
                 write_index(self.state.results_dir)
             except Exception as exc:
-                self.report_problems.append(f"{self.state.results_dir}: index not rendered: {type(exc).__name__}: {_line(exc)}")
+                self.report_problems.append(f"{self.state.results_dir}: index not rendered: {type(exc).__name__}: {one_line(exc)}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         summary = self.summary()
@@ -438,9 +439,6 @@ class _Reporter:
         for problem in self.report_problems:
             tr.write_line(f"report problem: {problem}")
 
-
-def _line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]
 
 
 def _protocol_summary(state: SessionState, protocol: str) -> dict[str, Any]:

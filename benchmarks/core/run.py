@@ -18,12 +18,10 @@ default does nothing, and the runner hands it the one it chose
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from ._canonical import sha256_json
+from ._canonical import canonical_json, sha256_json
 from .ledger import Ledger, LedgerError, read_identities, read_ledger
 from .prereg import header_record, unrecorded
 from .progress import Progress, terminal_emitter
@@ -149,9 +147,7 @@ class ProtocolRun(Generic[U, R]):
             found.append(f"model {self.model!r} instead of the preregistered {self.preregistered.id!r}")
         if self.device != self.protocol.default_device():
             found.append(f"device {self.device!r} instead of {self.protocol.default_device()!r}")
-        path = self.path(RESUMES_FILE)
-        history = self.read_json(RESUMES_FILE) if path.exists() else []
-        differing = sorted({k for entry in history for k in entry.get("differing", [])})
+        differing = sorted({k for entry in self._resumes() for k in entry.get("differing", [])})
         if differing:
             found.append(f"a resumed session measured {len(differing)} recorded unit(s) again with their batch and "
                          f"got other values than the ledger holds (first: {differing[0]!r}; see {RESUMES_FILE})")
@@ -345,12 +341,15 @@ class ProtocolRun(Generic[U, R]):
         difference is a deviation of the run."""
         key = self.protocol.record_key
         held = {getattr(r, key): r for r in ledger if getattr(r, key) in self._remeasured}
-        differing = sorted(k for k, r in self._remeasured.items() if k not in held or _spelled(held[k]) != _spelled(r))
-        path = self.path(RESUMES_FILE)
-        history = self.read_json(RESUMES_FILE) if path.exists() else []
+        differing = sorted(k for k, r in self._remeasured.items() if k not in held or not _same(held[k], r))
+        history = self._resumes()
         history.append({"remeasured": sorted(self._remeasured), "differing": differing})
         self.write_json(RESUMES_FILE, history)
         self._remeasured = {}
+
+    def _resumes(self) -> list[dict[str, Any]]:
+        """What earlier resumed sessions of this run compared (``resumes.json``; empty when none did)."""
+        return self.read_json(RESUMES_FILE) if self.path(RESUMES_FILE).exists() else []
 
     def record(self, description: Mapping[str, Any], records: Iterable[R]) -> list[R]:
         """Record ``records`` as measured by the model ``description`` (for tools and self-checks that
@@ -467,6 +466,10 @@ __all__ = [
 ]
 
 
-def _spelled(record: Any) -> str:
-    """A record as canonical JSON (NaN spelled alike on both sides), for comparing a unit measured twice."""
-    return json.dumps(dataclasses.asdict(record), sort_keys=True, default=str)
+def _same(held: Any, again: Any) -> bool:
+    """Whether a unit measured again gave the record the ledger holds, compared as the ledger writes records
+    (canonical JSON); a record the ledger could not have written (a NaN, say) is not the same."""
+    try:
+        return canonical_json(held) == canonical_json(again)
+    except (TypeError, ValueError):
+        return False

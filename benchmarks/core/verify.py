@@ -52,17 +52,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .errors import PreregbenchError
 from fixtures import FIXTURE_SETS
 
 from . import registry
-from .commandline import CommandParser, run_command, usage_line
 from ._canonical import FileReadError, json_text, read_json_file, sha256_bytes, sha256_json
+from .commandline import CommandParser, run_command, usage_line
+from .errors import PreregbenchError, one_line
 from .ledger import LedgerError, read_identities, read_ledger
 from .manifest import MANIFEST_FILE, ManifestError, file_sha256, run_files
-from .run import FIXTURES_FILE
 from .provenance import ProvenanceError, check_revision, read_provenance
-from .run import ProtocolRun
+from .run import FIXTURES_FILE, ProtocolRun
 from .rundir import PROVENANCE_FILE, REPORT_FILE, SUITE_ROOT, Run
 
 #: The frozen-material snapshot (prereg and fixture-set hashes), relative to the repository root.
@@ -625,7 +624,7 @@ class _Verifier:
                 self.protocol = self._load_protocol()
             run = self._run_here()
         except Exception as exc:  # the protocol cannot be run here: say so in one line
-            self.add(EXPLORATORY, check, f"not recomputed: {type(exc).__name__}: {_one_line(exc)}",
+            self.add(EXPLORATORY, check, f"not recomputed: {type(exc).__name__}: {one_line(exc)}",
                      self._summary_name())
             return
         if isinstance(run, str):
@@ -638,12 +637,13 @@ class _Verifier:
             records = read_ledger(ledger, protocol.record_type, protocol.record_key)
             identities = read_identities(ledger)
         except (LedgerError, OSError) as exc:
-            self.add(TAMPERED, check, _one_line(exc).replace(str(self.run_dir) + "/", ""), name)
+            self.add(TAMPERED, check, one_line(exc).replace(str(self.run_dir) + "/", ""), name)
             return
         expected = [protocol.unit_key(u) for u in run.units]
         recorded = [getattr(r, protocol.record_key) for r in records]
-        missing = [k for k in expected if k not in set(recorded)]
-        foreign = [k for k in recorded if k not in set(expected)]
+        expected_set, recorded_set = set(expected), set(recorded)
+        missing = [k for k in expected if k not in recorded_set]
+        foreign = [k for k in recorded if k not in expected_set]
         if missing or foreign:
             what = (f"unit {missing[0]!r} of the run is not recorded ({len(missing)} missing)" if missing
                     else f"unit {foreign[0]!r} is not a unit of the run ({len(foreign)} such)")
@@ -658,7 +658,7 @@ class _Verifier:
             measured = protocol.metrics(run, records)
             recomputed = json.loads(json_text(run.build_summary(records, measured), sort_keys=True, allow_nan=False))
         except Exception as exc:
-            self.add(EXPLORATORY, check, f"not recomputed: {type(exc).__name__}: {_one_line(exc)}",
+            self.add(EXPLORATORY, check, f"not recomputed: {type(exc).__name__}: {one_line(exc)}",
                      self._summary_name())
             return
         where = _first_difference(self.summary, recomputed, "")
@@ -763,10 +763,6 @@ def verify(run_dir: str | os.PathLike[str], repo: str | os.PathLike[str] | None 
         raise VerifyUsageError(f"the repository {checkout} lies inside the run directory {folder}; verify trusts no "
                                "code shipped with a run: pass --repo PATH of the checkout the run was made from")
     return _Verifier(folder, checkout).run()
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]
 
 
 def _first_difference(shown: Any, again: Any, path: str, tolerance: float = 0.0,

@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from ..commandline import USAGE_EXIT, CommandParser, run_command, usage_line
-from ._figures import _one_line
+from ..errors import one_line
 from ._view import ReportError
 from ._write import FORMATS, write_index, write_reports, write_round_reports
 
@@ -32,9 +32,9 @@ def command(args: argparse.Namespace) -> int:
             for path in write_round_reports(args.target, args.format) or write_reports(args.target, args.format):
                 print(path)
     except ReportError as exc:
-        return usage_line("preregbench report", _one_line(exc))
+        return usage_line("preregbench report", one_line(exc))
     except OSError as exc:
-        print(f"preregbench report: {_one_line(exc)}", file=sys.stderr)
+        print(f"preregbench report: {one_line(exc)}", file=sys.stderr)
         return 1
     return 0
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..errors import one_line
+
 _FIGURE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 #: ``drawn_ahead(protocol, run_dir, summary)``: figures and notes drawn elsewhere for a run, or None.
@@ -69,7 +71,7 @@ def render_figures(protocol: Any, run_dir: Path, summary: Mapping[str, Any],
     try:
         drawn = list(protocol.report_figures(run_dir, summary))
     except Exception as exc:  # a figure that cannot be drawn never stops the report
-        notes.append(f"the figures could not be drawn: {type(exc).__name__}: {_one_line(exc)}")
+        notes.append(f"the figures could not be drawn: {type(exc).__name__}: {one_line(exc)}")
         return []
     plt = pyplot() if drawn else None
     out, seen = [], set()
@@ -86,11 +88,8 @@ def render_figures(protocol: Any, run_dir: Path, summary: Mapping[str, Any],
             seen.add(stem)
             out.append((stem, item.title, item.caption, buffer.getvalue()))
         except Exception as exc:
-            notes.append(f"figure {item.title!r} could not be rendered: {type(exc).__name__}: {_one_line(exc)}")
+            notes.append(f"figure {item.title!r} could not be rendered: {type(exc).__name__}: {one_line(exc)}")
         finally:
             plt.close(item.figure)
     return out
 
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from .. import registry
 from .._canonical import FileReadError, read_json_file
-from ..errors import PreregbenchError
+from ..errors import PreregbenchError, one_line
 from ..ledger import LedgerError, read_ledger
 from ..rules import Classification, format_number
 from ._figures import DrawnAhead, draw_figures
@@ -351,5 +351,5 @@ def _ledger_problem(protocol: Any, run_dir: Path) -> str | None:
     try:
         read_ledger(ledger, protocol.record_type, protocol.record_key)
     except (LedgerError, OSError) as exc:
-        return " ".join(str(exc).split())[:300]
+        return one_line(exc)
     return None

@@ -73,7 +73,7 @@ def test_nesting_below_what_python_reads_but_past_the_limit(toy: Path) -> None:
     prereg = toy / "prereg.toml"
     with prereg.open("a") as out:
         out.write("\n[deep]\nv = " + "[" * (MAX_NESTING + 2) + "]" * (MAX_NESTING + 2) + "\n")
-    with pytest.raises(PreregError, match=rf"key 'deep.v\[0\]\[0\]\[0\]"):
+    with pytest.raises(PreregError, match=r"key 'deep.v\[0\]\[0\]\[0\]"):
         load_prereg(prereg, dict)
 
 

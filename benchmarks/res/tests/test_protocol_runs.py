@@ -178,7 +178,8 @@ def test_a_killed_and_resumed_smollm2_run_equals_the_uninterrupted_one(pytester:
         assert again == run_dir and report["benchmark"]["protocols"]["res"]["status"] == "complete", kept
         resumed = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
         assert len(resumed) == 64 and {row["item_id"]: row for row in resumed} == whole, kept
-        checks = json.loads((run_dir / "resumes.json").read_text()) if kept % 8 else []
+        resumes = run_dir / "resumes.json"  # written only when a batch held recorded units: a cut inside a batch
+        checks = json.loads(resumes.read_text()) if resumes.exists() else []
         assert all(check["differing"] == [] for check in checks), (kept, checks)
         assert len(checks) == (1 if kept % 8 else 0) and (not checks or len(checks[0]["remeasured"]) == kept % 8)
 
