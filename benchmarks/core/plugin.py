@@ -79,6 +79,7 @@ def _register_hypothesis_profiles() -> None:
         settings.register_profile("dev", deadline=None)
         # A plain run (no HYPOTHESIS_PROFILE): Hypothesis's defaults without its 200 ms deadline, which a loaded
         # machine misses on a test's first, cold call (imports, caches) and which measures nothing the suite checks.
+        # On a machine Hypothesis takes for CI (``CI`` set) its defaults are its CI ones, derandomized.
         settings.register_profile("suite", deadline=None)
         _hypothesis_loaded = True
     profile = os.environ.get("HYPOTHESIS_PROFILE")

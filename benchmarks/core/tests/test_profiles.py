@@ -4,7 +4,10 @@ from __future__ import annotations
 
 
 import pytest
+from hypothesis import _settings as hypothesis_settings
 
+# The variables by which Hypothesis decides it runs on CI (and then loads its CI profile under the suite's).
+CI_VARIABLES = tuple(getattr(hypothesis_settings, "_CI_VARS", {"CI": None, "GITHUB_ACTIONS": "true"}))
 
 
 @pytest.fixture
@@ -37,5 +40,18 @@ def test_a_plain_run_has_no_deadline(project: pytest.Pytester, monkeypatch: pyte
     """Without HYPOTHESIS_PROFILE the suite's own profile applies: Hypothesis's defaults but no 200 ms deadline,
     which a loaded machine misses on a test's first, cold call."""
     monkeypatch.delenv("HYPOTHESIS_PROFILE", raising=False)
+    for name in CI_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     result = project.runpytest_subprocess("-s", "-p", "no:xdist")
     result.stdout.fnmatch_lines(["*PROFILE False * DEADLINE None*"])
+
+
+def test_a_plain_run_on_a_ci_machine_is_derandomized_and_has_no_deadline(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where Hypothesis sees a CI machine (``CI`` set) its CI defaults apply under the suite's profile: the
+    examples are derandomized, there is no example database, and there is still no deadline."""
+    monkeypatch.delenv("HYPOTHESIS_PROFILE", raising=False)
+    monkeypatch.setenv("CI", "true")
+    result = project.runpytest_subprocess("-s", "-p", "no:xdist")
+    result.stdout.fnmatch_lines(["*PROFILE True None True DEADLINE None*"])
