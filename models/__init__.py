@@ -9,7 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from ._base import (
+    ACTIVATION_TAPS,
+    CAPABILITIES,
+    CHAT,
     ERROR_CODES,
+    LABEL_LOGITS,
+    TEXT,
     CapabilityError,
     ChoiceScores,
     GenerationSettings,
@@ -36,18 +41,31 @@ from ._bundled import (
 from ._http import OpenAIChatModel
 from ._hf import load_tokenizer
 from ._hub import resolve_revision
-from ._registry import available_models, check_model_name, load_model, model_kind, register_model
+from ._registry import (
+    available_models,
+    backends_with,
+    check_model_name,
+    kind_name,
+    load_model,
+    model_capabilities,
+    model_kind,
+    register_model,
+)
 from ._scripted import Constant, NoisyChecks, Opposite, Oracle, Policy, Prose, RandomChoice, ScriptedModel
 from ._serve import serve_locally
 
 __all__ = [
+    "ACTIVATION_TAPS",
     "BUNDLED",
+    "CAPABILITIES",
+    "CHAT",
     "CapabilityError",
     "ChoiceScores",
     "Constant",
     "ERROR_CODES",
     "GEMMA3_CHAT_TEMPLATE",
     "GenerationSettings",
+    "LABEL_LOGITS",
     "LanguageModel",
     "Message",
     "ModelDescription",
@@ -63,18 +81,22 @@ __all__ = [
     "RandomChoice",
     "Response",
     "ScriptedModel",
+    "TEXT",
     "TapEvent",
     "UnknownModelError",
     "available_models",
+    "backends_with",
     "bundled_folder",
     "bundled_tokenizer_folder",
     "bundled_token_counters",
     "check_model_name",
     "cache_root",
+    "kind_name",
     "load_bundled",
     "load_gguf",
     "load_model",
     "load_tokenizer",
+    "model_capabilities",
     "model_kind",
     "register_model",
     "resolve_revision",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import abc
 import contextlib
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator, Literal, Mapping, Sequence, Union
+from types import MappingProxyType
+from typing import Any, Callable, ClassVar, Iterator, Literal, Mapping, Sequence, Union
 
 #: One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
 Message = Mapping[str, str]
@@ -24,6 +25,22 @@ ERROR_CODES = (
     "response_too_large",  # the answer body exceeded the backend's size limit (never read whole)
     "backend_error",  # the backend raised while producing this item
 )
+
+
+#: The capability vocabulary.  A backend lists what it can do in :attr:`LanguageModel.capabilities`; a protocol
+#: lists what it needs, and a run whose model lacks any of it is refused before any work.
+LABEL_LOGITS = "label_logits"
+CHAT = "chat"
+TEXT = "text"
+ACTIVATION_TAPS = "activation_taps"
+#: Each capability and what a model that has it does.
+CAPABILITIES: Mapping[str, str] = MappingProxyType({
+    LABEL_LOGITS: "returns the logits of given choice labels' first tokens (score_and_generate with choices)",
+    CHAT: "takes chats (lists of role/content messages) and applies its own chat template; render_chat shows "
+          "what it makes of one",
+    TEXT: "takes a prompt that is already rendered to text",
+    ACTIVATION_TAPS: "runs forward hooks on its decoder layers (taps)",
+})
 
 
 class ModelError(Exception):
@@ -135,6 +152,11 @@ TapCallback = Callable[[TapEvent], Any]
 
 class LanguageModel(abc.ABC):
     """A model the protocols can query.  Implementations: transformers, OpenAI-compatible HTTP, scripted."""
+
+    #: What the backend can do (names of :data:`CAPABILITIES`), known from its class without building it.  The
+    #: default is the contract's promise: ``score_and_generate`` takes chats and rendered text and scores choices;
+    #: a backend that cannot keep all of it narrows the set (a served model), one with taps widens it.
+    capabilities: ClassVar[frozenset[str]] = frozenset({LABEL_LOGITS, CHAT, TEXT})
 
     @abc.abstractmethod
     def describe(self) -> ModelDescription:

@@ -14,6 +14,10 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ._base import (
+    ACTIVATION_TAPS,
+    CHAT,
+    LABEL_LOGITS,
+    TEXT,
     CapabilityError,
     ChoiceScores,
     GenerationSettings,
@@ -78,6 +82,10 @@ def _cache_option(name: str, doc: str) -> property:
 
 class TransformersModel(LanguageModel):
     """A causal LM run in-process with transformers: float32 on the CPU by default, eval mode, greedy."""
+
+    # Taps need decoder layers at ``.model.layers`` (the architectures the suite loads); another layout is refused
+    # by ``taps`` itself, since the class cannot know the architecture before the weights are read.
+    capabilities = frozenset({LABEL_LOGITS, CHAT, TEXT, ACTIVATION_TAPS})
 
     # The constructor's shared-prefix options, held by the prefix cache.
     shared_prefix = _cache_option("mode", "One of SHARED_PREFIX_MODES, or None: every batch takes the plain prefill.")

@@ -84,6 +84,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ._base import (
+    CHAT,
     CapabilityError,
     GenerationSettings,
     LanguageModel,
@@ -121,6 +122,10 @@ def canonical_json(value: Any) -> str:
 
 class OpenAIChatModel(LanguageModel):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    # Chats only: the server applies its own template, so rendered text cannot be sent as the model would see it,
+    # and servers return no logits of given labels.
+    capabilities = frozenset({CHAT})
 
     def __init__(
         self,

@@ -15,7 +15,19 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ._base import ChoiceScores, GenerationSettings, LanguageModel, Message, ModelDescription, ModelError, Prompt, Response
+from ._base import (
+    CHAT,
+    LABEL_LOGITS,
+    TEXT,
+    ChoiceScores,
+    GenerationSettings,
+    LanguageModel,
+    Message,
+    ModelDescription,
+    ModelError,
+    Prompt,
+    Response,
+)
 
 
 def _rng(seed: int, *parts: str) -> random.Random:
@@ -136,6 +148,8 @@ class ScriptedModel(LanguageModel):
     generation is the policy's text whole (scripted text has no tokens to
     bound); ``max_new_tokens = 0`` means no generation.
     """
+
+    capabilities = frozenset({LABEL_LOGITS, CHAT, TEXT})  # no taps: there are no layers
 
     def __init__(self, name: str, scorer: Policy, writer: Policy | None = None):
         self.name = name

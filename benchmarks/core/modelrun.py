@@ -9,11 +9,13 @@ conftest is loaded (:func:`benchmarks.core._generated.install`):
   default ``pytest`` run deselects it;
 * when model-run tests are selected, the session stops before any test with
   one line (exit status 4) on: a bad protocol option, ``--device cuda``
-  without a CUDA GPU, an unknown model name (with close matches), a hub
-  model whose revision cannot be resolved offline, and a ``--run-id`` whose
-  records or provenance belong to another model, revision, fixture set or
-  settings; in that order, so a missing GPU is reported before any hub
-  look-up;
+  without a CUDA GPU, an unknown model name (with close matches), a model
+  that lacks a capability the protocol needs (``Protocol.needs``: RES's label
+  logits from a served model, P-Zombie's activation taps), a bad
+  ``--api-key-env``, a hub model whose revision cannot be resolved offline,
+  and a ``--run-id`` whose records or provenance belong to another model,
+  revision, fixture set or settings; in that order, so a missing GPU is
+  reported before any hub look-up;
 * when a protocol's model-run tests were all deselected, the terminal summary
   says so ("no protocol run"); when the protocol was named on the command
   line and ``-m`` selected the other device's marker, that is a usage error.
@@ -225,6 +227,10 @@ def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session
         kind = models.check_model_name(run.model)
     except models.UnknownModelError as exc:
         _stop(protocol, str(exc), session)
+    # From the registry entry or the backend's class: no weights are read, no server is contacted.
+    problem = protocol.capability_problem(run.model, models.model_capabilities(run.model))
+    if problem:
+        _stop(protocol, problem, session)
     problem = api_key_problem(run.api_key_env, kind)
     if problem:
         _stop(protocol, problem, session)

@@ -20,7 +20,7 @@ once for every protocol:
   (:mod:`benchmarks.core._generated`), and the usage checks at collection
   (:mod:`benchmarks.core.modelrun`).
 
-See ``benchmarks/core/WRITING_A_PROTOCOL.md`` for a walk-through.
+See ``docs/writing-a-protocol.md`` for a walk-through.
 """
 
 from __future__ import annotations
@@ -124,7 +124,9 @@ class Protocol(Generic[U, R]):
     * ``title``: the name used in messages (default: the folder name);
     * ``summary_file``: where the summary goes (default ``summary.json``);
     * ``figures``: file names of the figures :meth:`write_figures` writes (the reports' figures come from
-      :meth:`report_figures`).
+      :meth:`report_figures`);
+    * ``needs``: what the protocol needs from a model, capability (``models.CAPABILITIES``) -> what the
+      protocol does with it; a run whose model lacks one is refused before any work (:meth:`capability_problem`).
 
     Methods a subclass overrides are grouped below: settings, units, measurement, results.
     """
@@ -140,6 +142,13 @@ class Protocol(Generic[U, R]):
     figures: ClassVar[tuple[str, ...]] = ()
     #: Keyword under which a scripted model receives the run's answer key (see :meth:`scripted_answer`).
     scripted_keyword: ClassVar[str] = "gold"
+    #: What the protocol needs from a model: capability -> what the protocol does with it, a phrase that follows
+    #: "it" in the refusal ("scores the logits of its label tokens"), in the order the refusal names them.
+    #: Default: what the shape's measurement pattern needs (render each unit's chat, send the text).
+    needs: ClassVar[Mapping[str, str]] = {
+        models.CHAT: "renders each unit's chat with the model's own chat template",
+        models.TEXT: "sends the rendered prompt text",
+    }
 
     def __init__(self, folder: str | Path | None = None):
         self.folder = Path(folder or Path(inspect.getfile(type(self))).parent).resolve()
@@ -151,6 +160,10 @@ class Protocol(Generic[U, R]):
         unknown = sorted(set(chosen + list(self.breakdown_blocks)) - set(blocks))
         if unknown:
             raise TypeError(f"{type(self).__name__}: {unknown} are not classification blocks of {self.prereg.path}")
+        strange = sorted(set(self.needs) - set(models.CAPABILITIES))
+        if strange:
+            raise TypeError(f"{type(self).__name__}.needs names {strange}, which are not model capabilities; choose "
+                            f"from {', '.join(models.CAPABILITIES)}")
         thresholds = getattr(self.spec, "thresholds", None) or {}  # the table itself: each rule reads what it names
         compiled = {key: getattr(self.spec, key).build(thresholds) for key in blocks}
         #: The classifications the run decides, by prereg key, in declaration order.
@@ -190,6 +203,22 @@ class Protocol(Generic[U, R]):
         """The protocol options that reproduce a recorded run's settings (``settings_record``), for ``verify`` to
         rebuild the run's own fixture sets; default: none (the default options)."""
         return {}
+
+    def capability_problem(self, model: str, capabilities: Iterable[str]) -> str | None:
+        """Why the model ``model``, which has ``capabilities``, cannot run this protocol (one line), or None.
+
+        The line says what the protocol does with each capability it lacks, names the model and its kind and the
+        backends that have every capability the protocol needs (``models.backends_with``).
+        """
+        has = frozenset(capabilities)
+        missing = [name for name in self.needs if name not in has]
+        if not missing:
+            return None
+        doing = " and ".join(self.needs[name] for name in missing)
+        kind = models.kind_name(models.check_model_name(model))
+        instead = models.backends_with(self.needs)
+        use = f"use {' or '.join(instead)}" if instead else "no backend of this suite has all of them"
+        return f"it {doing}, which {model} ({kind}) cannot do (it lacks {', '.join(missing)}); {use}"
 
     def recognize_model(self, name: str) -> None:
         """Register a model name that the protocol builds on demand (e.g. parametrized scripted workers)."""
@@ -352,6 +381,11 @@ class Protocol(Generic[U, R]):
         run.tuning.model_loaded(run, model)
         try:
             with run.tuning.measuring(run):
+                # Checked from the registry entry at collection already; the built model has the last word (a
+                # stand-in without ``capabilities`` is not checked).
+                problem = self.capability_problem(run.model, getattr(model, "capabilities", self.needs))
+                if problem:
+                    raise UsageProblem(f"{self.label} cannot run: {problem}")
                 self.check_model(run, model)
                 run.start(model.describe().as_dict())
                 for batch in self.batches(run, todo):
@@ -390,7 +424,7 @@ class Protocol(Generic[U, R]):
         or None when ``folder`` is not such a round.  Default: None."""
         return None
 
-    # ----------------------------------------------------------------- planned power (``preregbench design``)
+    # ----------------------------------------------------------------- planned power (``python -m benchmarks.core.design``)
 
     def design_arguments(self, parser: Any) -> None:
         """Add the protocol's own options of ``python -m benchmarks.core.design PROTOCOL`` to ``parser`` (an

@@ -125,6 +125,9 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
     prereg_schema = CwrPrereg
     record_type = CwrRecord
     record_key = "item_id"
+    #: A model that takes rendered text gets the text its own template makes of the chat (what is recorded);
+    #: one that takes chats only (a served model) gets the chat, and the record holds its canonical JSON.
+    needs = {models.CHAT: "sends each unit as a single-turn chat"}
     options = (
         Option("max-new-tokens", "cap every condition's generation bound at this many tokens (a recorded deviation; "
                "for quick self-checks)", type=int),
@@ -223,8 +226,10 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
     def measure(self, run: ProtocolRun, model: Any, batch: Sequence[Unit]) -> list[CwrRecord]:
         (condition,) = {u.condition for u in batch}
         bound = run.settings.max_new_tokens[condition]
-        prompts = [model.render_chat(chat(u.prompt_text)) for u in batch]
-        responses = model.generate(prompts, models.GenerationSettings(max_new_tokens=bound))
+        chats = [chat(u.prompt_text) for u in batch]
+        prompts = [model.render_chat(c) for c in chats]  # what the model sees; a served model's: the messages' JSON
+        sent = prompts if models.TEXT in model.capabilities else chats
+        responses = model.generate(sent, models.GenerationSettings(max_new_tokens=bound))
         return [make_record(u, prompt, response, bound) for u, prompt, response in zip(batch, prompts, responses)]
 
     def provenance_extra(self, run: ProtocolRun) -> dict[str, Any]:

@@ -438,6 +438,22 @@ def steps_text(steps):
     return "".join(step + "\n" for step in steps)
 
 
+def chat_contents(prompt):
+    """The text of a recorded prompt: as it stands, or, when it is the JSON of a list of chat messages (what a
+    served model is sent), their contents one after another."""
+    if not prompt.startswith("[{"):
+        return prompt
+    try:
+        messages = json.loads(prompt)
+    except ValueError:
+        return prompt
+    if not isinstance(messages, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages):
+        return prompt
+    return "\n".join(m["content"] for m in messages)
+
+
 class Grader:
     """Re-grades units from the run's world files with the reference interpreter (never the suite's checker)."""
 
@@ -530,7 +546,11 @@ class Grader:
 
     @staticmethod
     def shown(condition, entry, prompt):
-        """Whether the prompt the model saw shows the unit's inputs (P probe, R artifacts, E candidate) as written."""
+        """Whether the prompt the model saw shows the unit's inputs (P probe, R artifacts, E candidate) as written.
+
+        A served model is sent the chat, and its record holds the canonical JSON of the messages: their contents
+        are what it was shown."""
+        prompt = chat_contents(prompt)
         if condition == "P":
             return f"PROBE STEP\n{entry['probe']}\n" in prompt
         if condition == "R":

@@ -105,6 +105,7 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
     rule_blocks = RULE_BLOCKS
     breakdown_blocks = BREAKDOWN_BLOCKS
     scripted_keyword = "checks"
+    needs = {models.CHAT: "sends each episode as a chat"}
     options = (
         Option("state", "generator state to probe (default: the preregistered one)", choices=lambda: list(STATES)),
         Option("seed", "tuning seed >= the preregistered floor; campaign seeds are refused", type=int),

@@ -76,6 +76,11 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
     record_key = "unit_id"
     summary_file = "stats.json"
     figures = FIGURES
+    needs = {
+        models.ACTIVATION_TAPS: "runs its PX-Engine on forward hooks on the model's decoder layers",
+        models.CHAT: "renders each prompt with the model's own chat template",
+        models.TEXT: "generates from the rendered prompt text",
+    }
 
     @property
     def options(self) -> tuple[Option, ...]:  # type: ignore[override]  # help texts quote the prereg's values

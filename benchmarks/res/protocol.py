@@ -37,6 +37,11 @@ class ResProtocol(Protocol[ResUnit, ResRecord]):
     prereg_schema = ResPrereg
     record_type = ResRecord
     record_key = "item_id"
+    needs = {
+        models.LABEL_LOGITS: "scores the logits of its label tokens",
+        models.CHAT: "renders each item's chat with the model's own chat template",
+        models.TEXT: "sends the rendered prompt text",
+    }
     options = (
         Option("fixture-set", "fixture variant (default: the preregistered one); another variant is a recorded "
                "deviation", choices=RES_VARIANTS, alias="--fixture-set"),
