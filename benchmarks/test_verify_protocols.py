@@ -10,6 +10,7 @@ rescorer disagrees: INCONSISTENT, naming the unit).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -132,3 +133,59 @@ def test_verify_names_a_changed_ledger_and_the_rescorer_names_the_unit(pytester:
     rewrite_manifest_entry(run_dir, name)
     status, lines = verify(run_dir)
     assert status == 2 and lines[-1].startswith("INCONSISTENT") and unit in lines[-1], lines
+
+
+def forge_file(run_dir: Path, name: str, text: str) -> None:
+    """Write ``name`` and make ``grading.json`` and ``manifest.json`` agree with it (a consistent forgery)."""
+    (run_dir / name).write_text(text, encoding="utf-8")
+    index = json.loads((run_dir / "grading.json").read_text(encoding="utf-8"))
+    index["files"][name] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    (run_dir / "grading.json").write_text(json.dumps(index), encoding="utf-8")
+    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    if not any(entry["path"] == name for entry in manifest["files"]):
+        manifest["files"].append({"path": name, "size": 0, "sha256": ""})
+    (run_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    rewrite_manifest_entry(run_dir, name)
+    rewrite_manifest_entry(run_dir, "grading.json")
+
+
+def test_verify_runs_no_reference_interpreter_the_run_directory_changed(pytester: pytest.Pytester,
+                                                                         tmp_path: Path) -> None:
+    """CWR's rescorer grades through the interpreters a run copies from worlds/: verify compares each copy with
+    the repository at the run's commit first, and a changed copy is TAMPERED without being executed."""
+    run_dir = cwr_run(pytester, tmp_path)
+    marker = tmp_path / "payload-ran"
+    original = (run_dir / "grading" / "reference.py").read_text(encoding="utf-8")
+    payload = f"\nimport pathlib as _p\n_p.Path({str(marker)!r}).write_text('ran')\n"
+    forge_file(run_dir, "grading/reference.py", original + payload)
+
+    status, lines = verify(run_dir)
+    assert status == 2 and lines[-1].startswith("TAMPERED"), lines
+    assert "grading/reference.py" in lines[-1] and "differs from worlds/_reference.py" in lines[-1], lines
+    assert not marker.exists(), "verify executed the run directory's changed reference interpreter"
+
+    # The payload is live: the rescorer run by hand on the run directory (its documented use) executes it.
+    subprocess.run([sys.executable, "-S", "-I", str(SUITE_ROOT / "benchmarks" / "cwr" / "rescore.py"), str(run_dir),
+                    "--prereg", str(SUITE_ROOT / "benchmarks" / "cwr" / "prereg.toml")], capture_output=True,
+                   timeout=600, check=False)
+    assert marker.exists()
+
+
+def test_the_cwr_rescorer_executes_no_interpreter_but_the_two_a_run_copies(pytester: pytest.Pytester,
+                                                                            tmp_path: Path) -> None:
+    run_dir = cwr_run(pytester, tmp_path)
+    marker = tmp_path / "payload-ran"
+    forge_file(run_dir, "grading/other.py", f"import pathlib as _p\n_p.Path({str(marker)!r}).write_text('ran')\n")
+    index = json.loads((run_dir / "grading.json").read_text(encoding="utf-8"))
+    index["interpreter"] = "grading/other.py"
+    (run_dir / "grading.json").write_text(json.dumps(index), encoding="utf-8")
+    rewrite_manifest_entry(run_dir, "grading.json")
+
+    done = subprocess.run([sys.executable, "-S", "-I", str(SUITE_ROOT / "benchmarks" / "cwr" / "rescore.py"),
+                           str(run_dir), "--prereg", str(SUITE_ROOT / "benchmarks" / "cwr" / "prereg.toml")],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode not in (0, 1) and "'grading/other.py'" in done.stderr, done.stderr
+    assert not marker.exists()
+    status, lines = verify(run_dir)
+    assert status == 2 and lines[-1].startswith("TAMPERED") and "would execute 'grading/other.py'" in lines[-1], lines
+    assert not marker.exists()

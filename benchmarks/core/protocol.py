@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Hashable, Iterable, Mapping, Sequence, TypeVar
@@ -149,6 +150,18 @@ class Protocol(Generic[U, R]):
         models.CHAT: "renders each unit's chat with the model's own chat template",
         models.TEXT: "sends the rendered prompt text",
     }
+
+    #: Files of a run directory that the protocol's rescorer executes, each a byte copy of a repository file:
+    #: path in the run directory -> path in the repository.  ``preregbench verify`` runs the rescorer only when
+    #: every file :meth:`executed_files` names is one of these and equals the repository's file at the run's
+    #: commit.  Default: none (the rescorer executes nothing of the run directory).
+    shipped_code: ClassVar[Mapping[str, str]] = {}
+
+    def executed_files(self, run_dir: Path) -> list[str]:
+        """The paths in ``run_dir`` that the protocol's rescorer executes, as the run directory names them; each
+        must be a key of :attr:`shipped_code` for ``preregbench verify`` to run the rescorer.  Default: the
+        :attr:`shipped_code` files the run directory holds."""
+        return sorted(name for name in self.shipped_code if os.path.lexists(Path(run_dir) / name))
 
     def __init__(self, folder: str | Path | None = None):
         self.folder = Path(folder or Path(inspect.getfile(type(self))).parent).resolve()

@@ -520,9 +520,51 @@ class _Verifier:
 
     # ----------------------------------------------------------------- the rescorer
 
+    def check_shipped_code(self) -> bool:
+        """Whether every file the protocol's rescorer executes from the run directory (``Protocol.shipped_code``)
+        is byte for byte its repository file at the recorded commit: only then is the rescorer run, so that verify
+        never executes code for which the run directory alone vouches."""
+        check = "shipped code"
+        try:
+            protocol = self.protocol if self.protocol is not None else self._load_protocol()
+        except Exception as exc:  # no protocol, no rescorer that could execute anything of the run
+            self.add(INCONSISTENT, check, f"the run's protocol cannot be loaded ({one_line(exc)}); the rescorer is "
+                     "not run", PROVENANCE_FILE, "protocol")
+            return False
+        shipped = dict(getattr(protocol, "shipped_code", {}))
+        try:
+            executed = protocol.executed_files(self.run_dir)
+        except Exception as exc:  # the run directory does not say what its rescorer executes
+            self.add(INCONSISTENT, check, f"what the rescorer executes cannot be read ({one_line(exc)}); the "
+                     "rescorer is not run")
+            return False
+        for inside in executed:
+            source, path = shipped.get(inside), self.run_dir / str(inside)
+            if source is None:
+                self.add(TAMPERED, check, f"the rescorer would execute {inside!r}, which is no copy of a repository "
+                         "file; the rescorer is not run", str(inside))
+                return False
+            try:
+                _size, copy = file_sha256(path)
+            except (OSError, ManifestError) as exc:
+                self.add(TAMPERED, check, f"cannot be read as a regular file ({exc})", inside)
+                return False
+            original = _git(self.repo, "show", f"{self.commit}:{source}", binary=True) if self.commit else None
+            if original is None:
+                self.add(INCONSISTENT, check, f"{source} is not in commit {str(self.commit)[:12]}; the rescorer, "
+                         "which executes its copy, is not run", inside)
+                return False
+            if copy != sha256_bytes(original):
+                self.add(TAMPERED, check, f"differs from {source} at commit {str(self.commit)[:12]}; the rescorer, "
+                         "which executes it, is not run", inside)
+                return False
+        return True
+
     def check_rescorer(self) -> None:
         prov = self.provenance
         if prov is None or self.summary is None:
+            return
+        if not self.check_shipped_code():
             return
         check = "rescorer"
         folder = Path(self.prereg_path).parent.as_posix() if self.prereg_path else None

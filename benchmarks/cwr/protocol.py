@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import models
+from benchmarks.core import read_json_file
 from benchmarks.core.protocol import Option, Protocol, UsageProblem
 from benchmarks.core.run import ProtocolRun
 from fixtures.cwr import E_CONTEXTS, build_cwr_items
@@ -35,7 +36,8 @@ from . import design as _design
 from . import figures as _figures
 from . import scripted as _scripted
 from .baselines import pair_baselines
-from .grading import GRADING_FILE, write_grading
+from .grading import (GRADING_FILE, PROGRAM_REFERENCE_FILE, PROGRAM_REFERENCE_SOURCE, REFERENCE_FILE,
+                      REFERENCE_SOURCE, write_grading)
 from .metrics import (
     check_counts,
     cluster_of,
@@ -128,6 +130,17 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
     #: A model that takes rendered text gets the text its own template makes of the chat (what is recorded);
     #: one that takes chats only (a served model) gets the chat, and the record holds its canonical JSON.
     needs = {models.CHAT: "sends each unit as a single-turn chat"}
+    #: The rescorer grades through the reference interpreters the run copied from worlds/.
+    shipped_code = {REFERENCE_FILE: f"worlds/{REFERENCE_SOURCE.name}",
+                    PROGRAM_REFERENCE_FILE: f"worlds/{PROGRAM_REFERENCE_SOURCE.name}"}
+
+    def executed_files(self, run_dir: Path) -> list[str]:
+        """The interpreters ``grading.json`` tells the rescorer to load (a run's own are its two copies)."""
+        index = read_json_file(Path(run_dir) / GRADING_FILE)
+        if not isinstance(index, dict):
+            raise ValueError(f"{GRADING_FILE} is not an object")
+        named = [index.get("interpreter"), index.get("program_interpreter")]
+        return [name if isinstance(name, str) else repr(name) for name in named if name is not None]
     options = (
         Option("max-new-tokens", "cap every condition's generation bound at this many tokens (a recorded deviation; "
                "for quick self-checks)", type=int),

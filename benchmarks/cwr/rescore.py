@@ -405,6 +405,11 @@ def read_json(path):
         raise Unreadable(f"{path}: unreadable ({type(exc).__name__}: {exc})".replace("\n", " ")) from None
 
 
+#: The run directory's copies of the reference interpreters (benchmarks/cwr/grading.py writes them).
+INTERPRETER_FILE = "grading/reference.py"
+PROGRAM_INTERPRETER_FILE = "grading/dataflow_reference.py"
+
+
 def load_interpreter(path, program_path=None):
     """The reference interpreter copied into the run directory, loaded by path (standard library only).
 
@@ -467,10 +472,14 @@ class Grader:
         for name in files:
             self.actual_sha[name] = hashlib.sha256(self.inside(name).read_bytes()).hexdigest()
         interpreter = index["interpreter"]
+        program = index.get("program_interpreter")
+        # Only the two files a run copies are ever executed, whatever else the index names.
+        if interpreter != INTERPRETER_FILE or program not in (None, PROGRAM_INTERPRETER_FILE):
+            raise Unreadable(f"{run_dir / 'grading.json'}: names {interpreter!r} and {program!r} as interpreters; a "
+                             f"run's are {INTERPRETER_FILE!r} and {PROGRAM_INTERPRETER_FILE!r} (or none)")
         if self.actual_sha.get(interpreter) != files.get(interpreter):
             raise Unreadable(f"{self.inside(interpreter)}: differs from the sha256 grading.json records; "
                              "the run's reference interpreter cannot be trusted")
-        program = index.get("program_interpreter")
         if program is not None and self.actual_sha.get(program) != files.get(program):
             raise Unreadable(f"{self.inside(program)}: differs from the sha256 grading.json records; "
                              "the run's program interpreter cannot be trusted")

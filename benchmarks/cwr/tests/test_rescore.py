@@ -267,3 +267,15 @@ def test_rescorer_program_copy_baseline_agrees_with_the_suite_on_dataflow_pairs(
         assert (suite_why is None) == (mine is None), (demo, suite_why, mine)
     assert rescore.copy_solves(grader, {**entry, "demonstrations": [{"world": entry["target"], "steps": sol}]})
     assert rescore.copy_solves(grader, {**entry, "demonstrations": [{"world": entry["target"], "steps": moved}]})
+
+
+def test_the_rescorer_loads_interpreters_only_under_the_names_a_run_copies_them_to() -> None:
+    """The stdlib rescorer spells the two names itself; they are the ones grading.py writes and verify checks."""
+    from benchmarks.cwr import grading, rescore
+    from benchmarks.cwr.protocol import PROTOCOL
+
+    assert (rescore.INTERPRETER_FILE, rescore.PROGRAM_INTERPRETER_FILE) == (grading.REFERENCE_FILE,
+                                                                           grading.PROGRAM_REFERENCE_FILE)
+    assert set(PROTOCOL.shipped_code) == {grading.REFERENCE_FILE, grading.PROGRAM_REFERENCE_FILE}
+    for inside, source in PROTOCOL.shipped_code.items():
+        assert (Path(grading.__file__).resolve().parents[2] / source).is_file(), source
