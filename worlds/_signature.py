@@ -5,8 +5,8 @@ this module computes it from the family's static independence relation on
 grounded steps (its ``dependency`` hook), defined so that swapping two adjacent
 independent steps of a valid solution gives a valid solution with the same
 final state and cost; a family without one treats every pair of steps as
-dependent (the solution is a total order).  ``worlds/README.md`` states the
-relation of each built-in family.
+dependent (the solution is a total order).  ``docs/worlds-and-fixtures.md``, section
+Motif signatures, states the relation of each built-in family.
 
 The dependency relation turns a solution into a partial order of step
 occurrences (its trace). For every linearisation of that partial order the

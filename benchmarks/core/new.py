@@ -7,7 +7,7 @@ The skeleton is a complete protocol on the core shape: a prereg with one
 ordered classification, a :class:`~benchmarks.core.protocol.Protocol`
 subclass with a toy two-choice task, a stdlib rescorer, a self-check that
 scripted models reach each outcome (``tests/``), and a README with the
-preregistration checklist and changelog.  ``benchmarks/core/WRITING_A_PROTOCOL.md``
+preregistration checklist and changelog.  ``docs/writing-a-protocol.md``
 walks from it to a real protocol.
 
 Where it goes:
@@ -170,7 +170,7 @@ def command(args: argparse.Namespace) -> int:
     if args.package is not None:
         print(f"next: pip install -e {args.package}   then: preregbench run {args.name} --model scripted-oracle")
     else:
-        print(f"next: pytest {folder} -m cpu --model scripted-oracle   (then read benchmarks/core/WRITING_A_PROTOCOL.md)")
+        print(f"next: pytest {folder} -m cpu --model scripted-oracle   (then read docs/writing-a-protocol.md)")
     return 0
 
 

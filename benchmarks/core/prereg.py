@@ -113,7 +113,7 @@ class Prereg(Generic[T]):
 MAX_BYTES = 1 << 20
 #: How deep tables and arrays may nest (the four protocols nest at most 4 deep).
 MAX_NESTING = 16
-#: The most rules one classification may hold (an ordered list people read and check; RES's has 7).
+#: The most rules one classification may hold (an ordered list people read and check; RES's has 6).
 MAX_RULES = 100
 
 

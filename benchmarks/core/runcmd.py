@@ -14,8 +14,8 @@ cuda`` is given) and turns the verdict into an exit code a CI job can gate on:
 ====  ==================================================================
 
 Every other argument goes to pytest unchanged, so every protocol option
-(``--res-batch-size``, ``--run-id``, ``--results-dir``, ...) works as it does
-under ``pytest``.  The last line printed names the classification and the
+(``--res-fixture-set``, ``--run-id``, ``--results-dir``, ...) works as it does
+under ``pytest``.  The last two lines printed name the classification and the
 report's path.
 """
 

@@ -2,7 +2,7 @@
 
 Generic world code never imports a family subpackage: it asks the registry
 (``worlds.get_family``).  Adding a family is a new subpackage plus one entry
-in ``BUILT_IN`` (see "Adding a world family" in worlds/README.md).
+in ``BUILT_IN`` (see docs/worlds-and-fixtures.md, section Adding a world family).
 """
 
 from .._registry import register_family

@@ -8,7 +8,8 @@ import worlds._checker as ck
 
 from ._dataflow_mutants import CHECK_ORDER, CHECKS, MUTANTS, first_killer, run_check
 
-#: The first check (in CHECK_ORDER, cheapest first) that catches each mutant; README's kill table.
+#: The first check (in CHECK_ORDER, cheapest first) that catches each mutant; listed in
+#: docs/worlds-and-fixtures.md, section Checker certification.
 FIRST_KILLER = {
     "accept_wrong_wire_type": "examples",
     "allow_rebinding": "examples",

@@ -32,7 +32,8 @@ def test_mutant_table_is_large_enough():
     assert {killer for _, killer, _ in MUTANTS.values()} <= set(CHECKS)
 
 
-#: which certification checks catch each mutant (x = kills, . = survives); README's table
+#: which certification checks catch each mutant (x = kills, . = survives); the table in
+#: docs/worlds-and-fixtures.md, section Checker certification
 KILL_MATRIX = {
     # mutant:                          examples, random, exhaustive, enumeration
     "accept_goal_mid_way": "xxxx",

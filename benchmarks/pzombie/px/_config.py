@@ -2,11 +2,12 @@
 
 The engine reads no constant from anywhere else, and this module holds none:
 a :class:`PxConfig` is built from the P-Zombie preregistration (its
-``[engine]`` table plus the scale's ``[scales.<scale>]`` or
-``[warmup_other_scale]`` values; ``benchmarks.pzombie.engine.engine_config``),
-so the prereg is the only place the values are written.  Which of them are the
-original engine's and which are this suite's choices is said in
-``benchmarks/pzombie/README.md``.
+``[engine]`` table plus the scale's ``[scales.<scale>]`` values, or
+``benchmarks.pzombie.spec.OTHER_SCALE_WARMUP`` for a model outside the scales;
+``benchmarks.pzombie.engine.engine_config``), so the prereg is the only place
+the values are written.  Which of them are the original engine's and which
+are this suite's choices is said in ``docs/protocols/pzombie.md`` (section
+"The PX-Engine").
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class PxError(ModelError):
 
 @dataclass(frozen=True)
 class PxConfig:
-    """All PX-Engine constants.  Field comments give the meaning; README section "PX-Engine" the rationale."""
+    """All PX-Engine constants.  Field comments give the meaning; ``docs/protocols/pzombie.md`` the rationale."""
 
     scale: str  # label recorded with the state; selects nothing by itself
     recur_start: int  # prelude = decoder layers [0, recur_start); telemetry reads layer recur_start-1's output

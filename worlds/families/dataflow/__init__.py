@@ -1,4 +1,4 @@
-"""Family ``dataflow``: typed dataflow programs (circuits) over supplied primitives (see worlds/README.md)."""
+"""Family ``dataflow``: typed dataflow programs (circuits) over supplied primitives (see docs/worlds-and-fixtures.md, section The three families)."""
 
 from ._enumerate import enumerate_programs, program_alphabet
 from ._family import Dataflow

@@ -48,7 +48,7 @@ _MAX_CASES = 64
 
 
 class Dataflow:
-    """The ``dataflow`` family (see the module docstring and worlds/README.md)."""
+    """The ``dataflow`` family (see the module docstring and docs/worlds-and-fixtures.md)."""
 
     name = "dataflow"
     fields = ("types", "inputs", "primitives", "goal", "constraints")

@@ -1,4 +1,4 @@
-"""Family ``schedule``: typed tasks placed on machines at explicit start times (see worlds/README.md)."""
+"""Family ``schedule``: typed tasks placed on machines at explicit start times (see docs/worlds-and-fixtures.md, section The three families)."""
 
 from ._family import Schedule
 from ._generate import SCHEDULE_TIERS, ScheduleTierParams, schedule_tier_params

@@ -32,7 +32,7 @@ _KINDS = ("deadline", "no_overlap")
 
 
 class Schedule(StepFamily):
-    """The ``schedule`` family (see the module docstring and worlds/README.md)."""
+    """The ``schedule`` family (see the module docstring and docs/worlds-and-fixtures.md)."""
 
     name = "schedule"
     fields = ("machine_kinds", "machines", "tasks", "goal", "constraints")

@@ -1,4 +1,4 @@
-"""Family ``token_workshop``: typed tokens in an inventory and irreversible recipes (see worlds/README.md)."""
+"""Family ``token_workshop``: typed tokens in an inventory and irreversible recipes (see docs/worlds-and-fixtures.md, section The three families)."""
 
 from ._family import TokenWorkshop
 from ._generate import TierParams, token_tier_params

@@ -32,7 +32,7 @@ _KINDS = ("at_most", "never_together")
 
 
 class TokenWorkshop(StepFamily):
-    """The ``token_workshop`` family (see the module docstring and worlds/README.md)."""
+    """The ``token_workshop`` family (see the module docstring and docs/worlds-and-fixtures.md)."""
 
     name = "token_workshop"
     fields = ("token_types", "tokens", "initial", "recipes", "goal", "constraints")
