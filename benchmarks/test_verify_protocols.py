@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import pytest
 
+from benchmarks.core import registry
 from benchmarks.core.rundir import SUITE_ROOT
 from benchmarks.core.tests.test_verify import rewrite_manifest_entry
 
@@ -118,6 +119,10 @@ def test_verify_names_a_changed_ledger_and_the_rescorer_names_the_unit(pytester:
                                                                        protocol: str) -> None:
     make, ledger_glob, key, change = CASES[protocol]
     run_dir = make(pytester, tmp_path)
+
+    declared = registry.find(protocol)
+    shown = json.loads((run_dir / declared.summary_file).read_text(encoding="utf-8"))["metrics"]
+    assert set(shown) == set(declared.metric_names()), "metric_names() is not what the run computed"
 
     status, lines = verify(run_dir)
     assert status == 1, lines  # a scripted model is a deviation: complete and consistent, not confirmatory

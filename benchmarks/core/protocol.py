@@ -26,6 +26,7 @@ See ``docs/writing-a-protocol.md`` for a walk-through.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import math
 import os
@@ -37,7 +38,7 @@ import models
 
 from ._canonical import _plain
 from .errors import PreregbenchError
-from .prereg import ClassificationSpec, Prereg, load_prereg, unrecorded
+from .prereg import ClassificationSpec, Prereg, PreregError, load_prereg, unrecorded
 from .rules import Classification
 
 if TYPE_CHECKING:  # annotations only: the run module builds on this one
@@ -183,6 +184,24 @@ class Protocol(Generic[U, R]):
         self.classifications: dict[str, Classification] = {key: compiled[key] for key in chosen}
         #: Classifications reported as a breakdown (undefined inputs skip rather than break).
         self.breakdowns: dict[str, Classification] = {key: compiled[key] for key in self.breakdown_blocks}
+        self._check_rule_metrics()
+
+    def _check_rule_metrics(self) -> None:
+        """Refuse a rule that reads a metric :meth:`metric_names` does not list (at collection, before any work)."""
+        declared = self.metric_names()
+        if declared is None:
+            return
+        declared = frozenset(declared)
+        for key, classification in {**self.classifications, **self.breakdowns}.items():
+            for rule in classification.rules:
+                unknown = [name for name in rule.metrics if name not in declared]
+                if unknown:
+                    close = difflib.get_close_matches(unknown[0], sorted(declared), n=1)
+                    hint = f"did you mean {close[0]!r}? " if close else ""
+                    raise PreregError(
+                        f"{self.prereg.path}: rule {rule.label} of [{key}] reads the metric {unknown[0]!r}, which "
+                        f"{self.label} does not compute; {hint}correct the rule (the metrics are "
+                        f"{type(self).__name__}.metric_names())")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
@@ -412,6 +431,13 @@ class Protocol(Generic[U, R]):
     def metrics(self, run: "ProtocolRun", records: Sequence[R]) -> dict[str, Any]:
         """Every metric of the run, flat; an undefined value is None or NaN (a rule reading it cannot decide)."""
         raise NotImplementedError(f"{type(self).__name__} must compute its metrics")
+
+    def metric_names(self) -> Iterable[str] | None:
+        """The name of every metric :meth:`metrics` returns, whatever the records.  When given, a rule of the
+        preregistration that reads any other name is refused when the protocol is loaded (one line naming the
+        rule and the name, exit 4), instead of ending a finished measurement undecided.  Default: None (not
+        declared; such a rule is only found when it is evaluated)."""
+        return None
 
     def summary(self, run: "ProtocolRun", records: Sequence[R], measured: Mapping[str, Any]) -> dict[str, Any]:
         """Protocol-specific keys added to the summary."""

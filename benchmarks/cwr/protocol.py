@@ -271,6 +271,9 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         motif_required = {p.pair_id for p in pairs if p.novelty == MOTIF_REQUIRED}
         return metrics(records, self.baselines(run), motif_required, pair_subsets(pairs))
 
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(metrics([], {"copy_flagged_pairs": 0}, set(), pair_subsets(())))
+
     def result_files(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]):
         files = {BASELINES_FILE: lambda: self.baselines(run), GRADING_FILE: lambda: self.grading(run)}
         if run.settings.split is not None:

@@ -285,6 +285,9 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
     def metrics(self, run: ProtocolRun, records: Sequence[UnitRecord]) -> dict[str, Any]:
         return gate_metrics(records, run.settings.state.variant)
 
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(gate_metrics([], "v1"))  # the variant sets a value only
+
     def gate_row(self, run: ProtocolRun, measured: Mapping[str, Any]) -> GateRow:
         s = run.settings
         return GateRow(s.folder_name, s.rung, s.state.name, s.state.variant, s.seed, judge(measured))

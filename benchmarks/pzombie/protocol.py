@@ -258,6 +258,12 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
     def metrics(self, run: ProtocolRun, records: Sequence[PzRecord]) -> dict[str, Any]:
         return metrics(records)
 
+    def metric_names(self) -> tuple[str, ...]:
+        # No records leave out the ANOVA's sums of squares and degrees of freedom, which data of two categories give.
+        anova = [f"{prefix}.{key}" for prefix in PRESET_PREFIX.values()
+                 for key in ("df_between", "df_within", "ss_between", "ss_within")]
+        return tuple(metrics([])) + tuple(anova)
+
     def paired_statistics(self, records_a: Sequence[PzRecord], records_b: Sequence[PzRecord]) -> list[dict[str, Any]]:
         """``preregbench compare``: eta^2 and R^2(TD -> H) of each preset, run A minus run B, by the paired
         bootstrap over the prompts both runs measured without an error (resampled within category, the same

@@ -117,6 +117,9 @@ class ResProtocol(Protocol[ResUnit, ResRecord]):
     def metrics(self, run: ProtocolRun, records: Sequence[ResRecord]) -> dict[str, Any]:
         return metrics(records)
 
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(metrics([]))
+
     def paired_outcomes(self, records: Sequence[ResRecord]) -> dict[str, dict[str, bool]]:
         out: dict[str, dict[str, bool]] = {}
         for condition in CONDITIONS:

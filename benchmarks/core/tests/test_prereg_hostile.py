@@ -93,3 +93,10 @@ def test_a_rule_on_an_undeclared_threshold(pytester: pytest.Pytester, toy: Path)
     replace(toy / "prereg.toml", "min_accuracy", "min_accuracy_renamed")
     line = refused(pytester, toy)
     assert "prereg.toml: key " in line, line
+
+
+def test_a_rule_on_a_metric_the_protocol_does_not_compute(pytester: pytest.Pytester, toy: Path) -> None:
+    replace(toy / "prereg.toml", 'all = ["accuracy < min_accuracy"]', 'all = ["acuracy < min_accuracy"]')
+    line = refused(pytester, toy)
+    assert "prereg.toml: rule LOW_ACCURACY of [classification] reads the metric 'acuracy', which" in line, line
+    assert "does not compute; did you mean 'accuracy'?" in line, line

@@ -196,8 +196,9 @@ def test_m_gpu_without_cuda_names_the_missing_gpu(pytester: pytest.Pytester, pro
 
 def test_a_preempted_rule_is_not_read_and_a_breakdown_with_an_undefined_metric_skips(
         pytester: pytest.Pytester, project: Path) -> None:
-    """A rule after the deciding one reads a metric that is never measured: it is skipped as preempted and
-    the run stays complete; a breakdown classification that reads it skips, naming the metric."""
+    """A rule after the deciding one reads a metric that is never measured (declared, never computed): it is
+    skipped as preempted and the run stays complete; a breakdown classification that reads it skips, naming
+    the metric."""
     prereg = project / "prereg.toml"
     prereg.write_text(prereg.read_text() + (
         '\n[[classification.rules]]\nlabel = "NEVER_MEASURED"\nall = ["calibration_error > 0.1"]\n'
@@ -206,7 +207,8 @@ def test_a_preempted_rule_is_not_read_and_a_breakdown_with_an_undefined_metric_s
     module = project / "protocol.py"
     module.write_text(module.read_text().replace(
         "    classification: ClassificationSpec\n", "    classification: ClassificationSpec\n    breakdown: ClassificationSpec\n"
-    ).replace('    record_key = "item_id"\n', '    record_key = "item_id"\n    breakdown_blocks = ("breakdown",)\n'))
+    ).replace('    record_key = "item_id"\n', '    record_key = "item_id"\n    breakdown_blocks = ("breakdown",)\n'
+    ).replace("        return tuple(metrics_of([]))\n", "        return tuple(metrics_of([])) + ('calibration_error',)\n"))
     result = run(pytester, "-m", "cpu", "--model", "scripted-constant")
     report, _ = the_run(pytester)
     entry = report["benchmark"]["protocols"]["toy"]
