@@ -33,9 +33,11 @@ from typing import Any
 from canonical_hash import canonical_json, sha256_bytes, sha256_file, sha256_files, sha256_json, sha256_text
 from canonical_hash import plain as _plain
 
+from . import bounded
 from .errors import PreregbenchError
 
 __all__ = [
+    "FileOverLimitError",
     "FileReadError",
     "FileWriteError",
     "atomic_write_json",
@@ -150,6 +152,10 @@ class FileReadError(PreregbenchError, ValueError):
     """A file core reads is not what it should be (a link, not UTF-8, not JSON); the message is one line."""
 
 
+class FileOverLimitError(FileReadError, bounded.OverLimitError):
+    """A file core reads is over a reading limit (:mod:`benchmarks.core.bounded`)."""
+
+
 def read_json_file(path: str | os.PathLike[str]) -> Any:
     """The JSON value in ``path``: strict UTF-8, read without following a symbolic link.
 
@@ -168,12 +174,19 @@ def read_json_file(path: str | os.PathLike[str]) -> Any:
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             raise FileReadError(f"{target}: is not a regular file")
+        try:
+            bounded.check_file_size(handle.fileno(), str(target))
+        except bounded.OverLimitError as exc:
+            raise FileOverLimitError(str(exc)) from None
         data = handle.read()
     return parse_json_bytes(data, target)
 
 
 def parse_json_bytes(data: bytes, where: str | os.PathLike[str]) -> Any:
     """``data`` decoded as strict UTF-8 and parsed as JSON; a problem is :class:`FileReadError` naming ``where``."""
+    if len(data) > bounded.LIMITS.file_bytes:
+        raise FileOverLimitError(f"{where}: {bounded.size_text(len(data))} is over the limit of "
+                                 f"{bounded.size_text(bounded.LIMITS.file_bytes)} for a JSON file the suite reads whole")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -181,7 +194,9 @@ def parse_json_bytes(data: bytes, where: str | os.PathLike[str]) -> Any:
         raise FileReadError(f"{where}: byte offset {exc.start} (line {line}, 0x{data[exc.start]:02x}) is not UTF-8 "
                             f"({exc.reason}); the file is damaged: restore it or remove it") from None
     try:
-        return json.loads(text)
+        return bounded.loads(text, str(where))
+    except bounded.OverLimitError as exc:
+        raise FileOverLimitError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise FileReadError(f"{where}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
                             "the file is damaged: restore it or remove it") from None

@@ -23,7 +23,8 @@ COMMANDS = {
              runcmd.add_list_arguments, runcmd.list_command),
     "compare": ("compare two runs of one protocol on the same fixtures, unit by unit: RUN_A RUN_B",
                 compare.DESCRIPTION, compare.add_arguments, compare.command),
-    "verify": ("check a finished run: VERIFIED 0, EXPLORATORY 1, TAMPERED/INCONSISTENT 2, usage 4: RUN_DIR",
+    "verify": ("check a finished run: VERIFIED 0, EXPLORATORY 1, TAMPERED/INCONSISTENT 2, OVER_LIMIT 3, usage 4: "
+               "RUN_DIR",
                verify.DESCRIPTION, verify.add_arguments, verify.command),
     "completed": ("exit 0 only for a complete run that verify finds VERIFIED: RESULTS_DIR/PROTOCOL [RUN_ID]",
                   completed.DESCRIPTION, completed.add_arguments, completed.command),

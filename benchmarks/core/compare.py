@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Hashable, Mapping
 
 from .errors import PreregbenchError
-from . import registry
+from . import bounded, registry
 from .commandline import CommandParser, run_command
 from ._canonical import FileReadError, FileWriteError, atomic_write_json
 from .ledger import LedgerError, read_ledger
@@ -49,11 +49,15 @@ from .provenance import ProvenanceError, read_provenance
 from .paired import design_effect, mcnemar_exact, tango_rao_scott_interval
 from .stats import paired_difference_interval
 
-EXIT_OK, EXIT_USAGE = 0, 4
+EXIT_OK, EXIT_OVER_LIMIT, EXIT_USAGE = 0, 3, 4
 
 
 class CompareRefused(PreregbenchError, ValueError):
     """Two runs that cannot be compared; the message is one line saying why."""
+
+
+class CompareOverLimit(CompareRefused):
+    """A run's file is over a reading limit (:mod:`benchmarks.core.bounded`): exit status 3."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,8 @@ def load_run(run_dir: Path) -> tuple[Any, Any, list[Any]]:
         raise CompareRefused(f"{run_dir}: no such run directory")
     try:
         provenance = read_provenance(run_dir / "provenance.json")
+    except bounded.OverLimitError as exc:
+        raise CompareOverLimit(str(exc)) from None
     except (ProvenanceError, FileReadError) as exc:
         raise CompareRefused(str(exc)) from None
     if provenance is None:
@@ -135,7 +141,8 @@ def load_run(run_dir: Path) -> tuple[Any, Any, list[Any]]:
     try:
         records = read_ledger(ledger, protocol.record_type, protocol.record_key)
     except (LedgerError, FileReadError, ValueError) as exc:
-        raise CompareRefused(str(exc) if str(ledger) in str(exc) else f"{ledger}: {exc}") from None
+        refused = CompareOverLimit if isinstance(exc, bounded.OverLimitError) else CompareRefused
+        raise refused(str(exc) if str(ledger) in str(exc) else f"{ledger}: {exc}") from None
     return protocol, provenance, records
 
 
@@ -219,7 +226,8 @@ def _p_text(p: float) -> str:
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
 
 
-DESCRIPTION = "Compare two runs of one protocol on the same fixtures, unit by unit."
+DESCRIPTION = ("Compare two runs of one protocol on the same fixtures, unit by unit. Exit 0, 3 when a run's file "
+               "is over a reading limit, 4 when the runs cannot be compared.")
 
 
 def add_arguments(parser: CommandParser) -> None:
@@ -237,7 +245,7 @@ def command(args: argparse.Namespace) -> int:
         result = compare_runs(args.run_a, args.run_b)
     except CompareRefused as exc:
         print(f"preregbench compare: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_OVER_LIMIT if isinstance(exc, CompareOverLimit) else EXIT_USAGE
     target = args.json.resolve()
     for run_dir in (args.run_a, args.run_b):
         if target.is_relative_to(run_dir.resolve()):

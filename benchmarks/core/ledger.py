@@ -45,6 +45,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Generic, Iterator, Mapping, TypeVar
 
+from . import bounded
 from .errors import PreregbenchError
 from ._canonical import FileWriteError, canonical_json
 from ._typed import TypedDataError, from_dict
@@ -57,6 +58,11 @@ IDENTITY_KEY = "identity"
 
 class LedgerError(PreregbenchError):
     """Root of ledger errors."""
+
+
+class LedgerOverLimitError(LedgerError, bounded.OverLimitError):
+    """A ledger line is over a reading limit (:mod:`benchmarks.core.bounded`): longer than a line may be, nested
+    deeper, or holding a number longer than one may be."""
 
 
 class LedgerCorruptError(LedgerError):
@@ -106,7 +112,9 @@ def _json_object(line: bytes, where: str) -> dict[str, Any]:
         raise LedgerCorruptError(f"{where}: byte offset {exc.start} of the line (0x{line[exc.start]:02x}) is not UTF-8 "
                                  f"({exc.reason}); the file was not written by the suite's ledger") from None
     try:
-        data = json.loads(text)
+        data = bounded.loads(text, where)
+    except bounded.OverLimitError as exc:
+        raise LedgerOverLimitError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise LedgerCorruptError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(data, dict):
@@ -159,36 +167,46 @@ def _open(path: Path, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
-def _read_all(fd: int) -> bytes:
-    chunks, offset = [], 0
-    while True:
-        chunk = os.pread(fd, 1 << 20, offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
-
-
-def _read(path: Path) -> bytes:
-    """The bytes of a ledger (none when it does not exist), read without following a link."""
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[int | None]:
+    """A read-only descriptor of a ledger (None when it does not exist), opened without following a link."""
     try:
         fd = _open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return b""
+        yield None
+        return
     try:
-        return _read_all(fd)
+        yield fd
     finally:
         os.close(fd)
 
 
-def _parse(path: Path, schema: type, data: bytes) -> tuple[list[Any], list[dict[str, Any] | None], int, bytes]:
+def _lines(fd: int | None, path: Path) -> bounded.Lines | tuple[()]:
+    """The whole lines of a ledger, one at a time (:class:`benchmarks.core.bounded.Lines`), over-limit lines refused."""
+    if fd is None:
+        return ()
+    return _BoundedLines(fd, str(path))
+
+
+class _BoundedLines(bounded.Lines):
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        try:
+            yield from super().__iter__()
+        except bounded.OverLimitError as exc:
+            raise LedgerOverLimitError(str(exc)) from None
+
+
+def _parse(path: Path, schema: type, fd: int | None) -> tuple[list[Any], list[dict[str, Any] | None], int, bytes]:
     """Whole records, their identities, the byte length they occupy, and any torn tail bytes."""
-    end = data.rfind(b"\n") + 1
-    parsed = [
-        _parse_line(line, schema, path, number)
-        for number, line in enumerate(data[:end].split(b"\n")[:-1], start=1)
-    ]
-    return [record for record, _ in parsed], [identity for _, identity in parsed], end, data[end:]
+    records, identities = [], []
+    lines = _lines(fd, path)
+    for number, line in lines:
+        record, identity = _parse_line(line, schema, path, number)
+        records.append(record)
+        identities.append(identity)
+    if not lines:
+        return records, identities, 0, b""
+    return records, identities, lines.end, lines.tail
 
 
 def read_identities(path: str | os.PathLike[str]) -> list[dict[str, Any] | None]:
@@ -198,12 +216,12 @@ def read_identities(path: str | os.PathLike[str]) -> list[dict[str, Any] | None]
     not a JSON object, and a path that is a link, is :class:`LedgerCorruptError`.
     """
     path = Path(path)
-    data = _read(path)
     out = []
-    for number, line in enumerate(data[: data.rfind(b"\n") + 1].split(b"\n")[:-1], start=1):
-        _check_line(line, f"{path}: line {number}")
-        identity = _json_object(line, f"{path}: line {number}").get(IDENTITY_KEY)
-        out.append(identity if isinstance(identity, dict) else None)
+    with _reading(path) as fd:
+        for number, line in _lines(fd, path):
+            _check_line(line, f"{path}: line {number}")
+            identity = _json_object(line, f"{path}: line {number}").get(IDENTITY_KEY)
+            out.append(identity if isinstance(identity, dict) else None)
     return out
 
 
@@ -211,7 +229,8 @@ def read_ledger(path: str | os.PathLike[str], schema: type[R], key: str | None =
     """Every record of a finished ledger; a torn tail, a bad line (blank, CR LF, not a record) or, with ``key``,
     a unit recorded twice is an error (:class:`LedgerError`, one line naming the file and the line)."""
     path = Path(path)
-    records, _, end, tail = _parse(path, schema, _read(path))
+    with _reading(path) as fd:
+        records, _, end, tail = _parse(path, schema, fd)
     if tail:
         raise LedgerTornError(
             f"{path}: ends in a torn line of {len(tail)} bytes at offset {end} "
@@ -269,8 +288,7 @@ class Ledger(Generic[R]):
             if links != 1:
                 raise LedgerUnsafeError(f"{self.path}: has {links} hard links, so appending would change another "
                                         "file too; copy it to a file of its own, or start a new run without --run-id")
-            data = _read_all(self._fd)
-            self.records, self.identities, end, tail = _parse(self.path, schema, data)
+            self.records, self.identities, end, tail = _parse(self.path, schema, self._fd)
             self._end = end
             self.torn: TornTail | None = None
             if tail:

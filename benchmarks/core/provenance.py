@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .errors import PreregbenchError
-from ._canonical import FileReadError, read_json_file, sha256_files
+from ._canonical import FileOverLimitError, FileReadError, read_json_file, sha256_files
 
 SCHEMA_VERSION = 3  # 2: the run identity; 3: deviations at the top level
 
@@ -238,6 +238,8 @@ def read_provenance(path: str | os.PathLike[str]) -> Provenance | None:
         data = read_json_file(target)
     except FileNotFoundError:
         return None
+    except FileOverLimitError:
+        raise  # its own outcome wherever a run is read (verify and compare exit 3)
     except FileReadError as exc:
         raise ProvenanceFileError(str(exc)) from None
     except OSError as exc:

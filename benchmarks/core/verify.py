@@ -16,6 +16,10 @@ One line per check, then the final word:
   sha256), is missing, or is in the run directory without being listed;
 * ``INCONSISTENT`` (exit 2): the files disagree with one another, with the
   repository or with the rescorer (the first disagreeing unit is named);
+* ``OVER_LIMIT`` (exit 3): a file is over one of the reading limits
+  (:mod:`benchmarks.core.bounded`: a JSON file over 256 MiB, a ledger line
+  over 64 MiB, nesting deeper than 64, a number longer than 64 characters);
+  nothing else of the run directory is read or run;
 * usage errors (no such directory, not a run directory, no git repository):
   one line, exit 4.
 
@@ -54,7 +58,7 @@ from typing import Any, Iterable
 
 from fixtures import FIXTURE_SETS
 
-from . import registry
+from . import bounded, registry
 from ._canonical import FileReadError, json_text, read_json_file, sha256_bytes, sha256_json
 from .commandline import CommandParser, run_command, usage_line
 from .errors import PreregbenchError, one_line
@@ -70,9 +74,10 @@ RESCORER_FILE = "rescore.py"
 RESCORER_TIMEOUT = 600
 
 OK, EXPLORATORY, INCONSISTENT, TAMPERED = "ok", "EXPLORATORY", "INCONSISTENT", "TAMPERED"
+OVER_LIMIT = "OVER_LIMIT"
 VERIFIED = "VERIFIED"
-_RANK = {OK: 0, EXPLORATORY: 1, INCONSISTENT: 2, TAMPERED: 3}
-EXIT = {VERIFIED: 0, EXPLORATORY: 1, INCONSISTENT: 2, TAMPERED: 2}
+_RANK = {OK: 0, EXPLORATORY: 1, INCONSISTENT: 2, TAMPERED: 3, OVER_LIMIT: 4}
+EXIT = {VERIFIED: 0, EXPLORATORY: 1, INCONSISTENT: 2, TAMPERED: 2, OVER_LIMIT: 3}
 
 
 class VerifyUsageError(PreregbenchError, ValueError):
@@ -100,7 +105,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Outcome:
-    word: str  # VERIFIED, EXPLORATORY, INCONSISTENT or TAMPERED
+    word: str  # VERIFIED, EXPLORATORY, INCONSISTENT, TAMPERED or OVER_LIMIT
     findings: tuple[Finding, ...]
 
     @property
@@ -180,6 +185,8 @@ class _Verifier:
     def read(self, name: str, check: str) -> Any:
         try:
             return read_json_file(self.run_dir / name)
+        except bounded.OverLimitError as exc:
+            self.add(OVER_LIMIT, check, str(exc).replace(str(self.run_dir / name), name), name)
         except FileNotFoundError:
             self.add(INCONSISTENT, check, f"{name} is missing", name)
         except FileReadError as exc:
@@ -272,6 +279,9 @@ class _Verifier:
         check = "run files"
         try:
             self.provenance = read_provenance(self.run_dir / PROVENANCE_FILE)
+        except bounded.OverLimitError as exc:
+            self.add(OVER_LIMIT, check, str(exc).replace(str(self.run_dir) + "/", ""), PROVENANCE_FILE)
+            return
         except ProvenanceError as exc:
             self.add(INCONSISTENT, check, str(exc).replace(str(self.run_dir) + "/", ""), PROVENANCE_FILE)
             return
@@ -594,7 +604,7 @@ class _Verifier:
                      RESCORER_FILE)
             return
         try:
-            out = json.loads(done.stdout)
+            out = bounded.loads(done.stdout, "the rescorer's output")
         except ValueError:
             out = None
         if not isinstance(out, dict) or not isinstance(out.get("disagreements"), list) or "classification" not in out:
@@ -679,7 +689,8 @@ class _Verifier:
             records = read_ledger(ledger, protocol.record_type, protocol.record_key)
             identities = read_identities(ledger)
         except (LedgerError, OSError) as exc:
-            self.add(TAMPERED, check, one_line(exc).replace(str(self.run_dir) + "/", ""), name)
+            word = OVER_LIMIT if isinstance(exc, bounded.OverLimitError) else TAMPERED
+            self.add(word, check, one_line(exc).replace(str(self.run_dir) + "/", ""), name)
             return
         expected = [protocol.unit_key(u) for u in run.units]
         recorded = [getattr(r, protocol.record_key) for r in records]
@@ -764,9 +775,36 @@ class _Verifier:
         else:
             self.add(OK, "deviations", "none recorded")
 
+    def check_limits(self) -> bool:
+        """Whether every JSON file is within the size limit and every line of every JSONL file within the line
+        limit (read a chunk at a time); a run directory over a limit is OVER_LIMIT and read no further."""
+        check = "limits"
+        for path in sorted(self.run_dir.rglob("*")):
+            name = path.relative_to(self.run_dir).as_posix()
+            if path.suffix not in (".json", ".jsonl") or not path.is_file():
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue  # the manifest check names a file that cannot be read
+            try:
+                if path.suffix == ".json":
+                    bounded.check_file_size(fd, name)
+                else:
+                    for _line in bounded.Lines(fd, name):
+                        pass
+            except bounded.OverLimitError as exc:
+                self.add(OVER_LIMIT, check, str(exc), name)
+                return False
+            finally:
+                os.close(fd)
+        return True
+
     def run(self) -> Outcome:
         if not self.check_entries():
             return Outcome(TAMPERED, tuple(self.findings))
+        if not self.check_limits():
+            return Outcome(OVER_LIMIT, tuple(self.findings))
         self.check_manifest()
         self.check_records_of_the_run()
         self.check_repository()
@@ -846,7 +884,7 @@ def _under(path: Path, folder: Path) -> bool:
 
 
 DESCRIPTION = ("Check a finished run: manifest, hashes, repository, fixtures, rescorer. VERIFIED exit 0, "
-               "EXPLORATORY 1, TAMPERED or INCONSISTENT 2, usage 4.")
+               "EXPLORATORY 1, TAMPERED or INCONSISTENT 2, OVER_LIMIT 3 (a file over a reading limit), usage 4.")
 
 
 def add_arguments(parser: CommandParser) -> None:

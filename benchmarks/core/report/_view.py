@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import registry
+from .. import bounded, registry
 from .._canonical import FileReadError, read_json_file
 from ..errors import PreregbenchError, one_line
 from ..ledger import LedgerError, read_ledger
@@ -106,13 +106,21 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if path.is_symlink() or not path.is_file():
         return []
     out = []
-    for line in path.read_bytes().splitlines():
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            out.append(value)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for number, line in bounded.Lines(fd, str(path)):  # one line at a time, each held to the limits
+            try:
+                value = bounded.loads(line.decode("utf-8"), f"{path}: line {number}")
+            except bounded.OverLimitError as exc:
+                raise ReportError(str(exc)) from None
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                out.append(value)
+    except bounded.OverLimitError as exc:
+        raise ReportError(str(exc)) from None
+    finally:
+        os.close(fd)
     return out
 
 
