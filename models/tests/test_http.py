@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import json
@@ -161,16 +162,24 @@ class ScriptedHandler(http.server.BaseHTTPRequestHandler):
             server.turns.notify_all()
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = ScriptedServer()
+@contextlib.contextmanager
+def running(srv: ScriptedServer):
+    """``srv`` serving on its loopback port from a thread, shut down and closed on leaving."""
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    yield srv
-    srv.release.set()
-    srv.shutdown()
-    thread.join(5)
-    srv.server_close()
+    try:
+        yield srv
+    finally:
+        srv.release.set()
+        srv.shutdown()
+        thread.join(5)
+        srv.server_close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with running(ScriptedServer()) as srv:
+        yield srv
 
 
 @pytest.fixture

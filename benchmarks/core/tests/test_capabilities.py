@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -31,7 +30,7 @@ from benchmarks.res.protocol import ResProtocol
 from models import _registry
 from models._hf import TransformersModel
 from models._http import OpenAIChatModel
-from models.tests.test_http import ScriptedServer
+from models.tests.test_http import ScriptedServer, running
 
 # The in-process runs below import numpy's compiled modules; imported before any pytester snapshot.
 RUN_LIBRARIES_FIRST = ()
@@ -66,16 +65,8 @@ class CountingServer(ScriptedServer):
 
 @pytest.fixture
 def server() -> Iterator[CountingServer]:
-    srv = CountingServer()
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with running(CountingServer()) as srv:
         yield srv
-    finally:
-        srv.release.set()
-        srv.shutdown()
-        thread.join(5)
-        srv.server_close()
 
 
 def lines_with(text: str, needle: str) -> list[str]:

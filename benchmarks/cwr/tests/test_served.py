@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from benchmarks.cwr.protocol import CONDITIONS
-from models.tests.test_http import ScriptedServer
+from models.tests.test_http import ScriptedServer, running
 
 from .test_protocol_runs import COMPLETENESS, outcomes, rescore, run_cwr
 
@@ -31,16 +30,8 @@ MAX_NEW_TOKENS = 8
 @pytest.fixture
 def server() -> Iterator[ScriptedServer]:
     """The models tests' scripted server on a free loopback port; ``/ok/v1`` echoes each chat's last message."""
-    srv = ScriptedServer()
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with running(ScriptedServer()) as srv:
         yield srv
-    finally:
-        srv.release.set()
-        srv.shutdown()
-        thread.join(5)
-        srv.server_close()
 
 
 def canonical(value: object) -> str:
