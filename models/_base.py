@@ -24,6 +24,7 @@ ERROR_CODES = (
     "empty_response",  # the answer had no choices / no message content
     "response_too_large",  # the answer body exceeded the backend's size limit (never read whole)
     "backend_error",  # the backend raised while producing this item
+    "answer_too_long",  # longer than the protocol's preregistered max_answer_chars; only its start is kept
 )
 
 

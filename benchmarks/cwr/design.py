@@ -46,6 +46,9 @@ from benchmarks.core.stats import paired_difference_interval
 from .metrics import metrics
 from .spec import GATE, PREREG, CwrRecord
 from .units import run_pairs
+from canonical_hash import sha256_text
+
+EMPTY = sha256_text("")  # the hash of an empty answer
 
 __all__ = ["CWR_C_VALIDITY", "CWR_DESIGN_RHOS", "CWR_DESIGN_SEED", "CWR_DESIGN_SIMULATIONS", "CWR_DESIGN_TARGET",
            "CWR_DIFFERENCES", "CWR_EFFECT_DIFFERENCE", "CWR_FAMILIES", "CWR_NULL_DIFFERENCE", "CWR_SEED",
@@ -109,7 +112,8 @@ def cwr_simulated_tables(differences: Sequence[float] = CWR_DIFFERENCES, c_valid
         return CwrRecord(
             item_id=f"{condition}:{pair.pair_id}", condition=condition, kind="synthesis", pair_id=pair.pair_id,
             world_ref=f"pair:{pair.pair_id}:{condition}", family=pair.family, prompt="", prompt_sha256="",
-            prompt_tokens=None, max_new_tokens=1, generation="", generation_tokens=0, finish_reason="stop",
+            prompt_tokens=None, max_new_tokens=1, generation="", generation_chars=0,
+            generation_sha256=EMPTY, generation_tokens=0, finish_reason="stop",
             generation_error=None, parse_status="ok", parsed=None, expected=None,
             check_status="VALID" if valid else "INVALID", check_reason=None, check_failing_step=None,
             correct=valid, context=None)

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import worlds
 from benchmarks.core import sha256_bytes
+from benchmarks.core.answers import keep_answer
 from fixtures.cwr import E_CONTEXTS, condition_context_text, e_context
 
 from .spec import SYNTHESIS_CONDITIONS, CwrRecord, Unit
@@ -309,8 +310,11 @@ def expected_answer_text(item: Mapping[str, Any], family: str) -> str:
 
 
 
-def make_record(unit: Unit, prompt: str, response: Any, max_new_tokens: int) -> CwrRecord:
-    """The record of one unit from the model's response to its rendered prompt (F/C graded against ``unit.target``)."""
+def make_record(unit: Unit, prompt: str, response: Any, max_new_tokens: int, max_answer_chars: int) -> CwrRecord:
+    """The record of one unit from the model's response to its rendered prompt (F/C graded against ``unit.target``);
+    an answer over ``max_answer_chars`` is kept cut and coded ``answer_too_long``, and nothing is parsed from it."""
+    kept = keep_answer(response, max_answer_chars)
+    response = kept.response
     error = getattr(response, "error", None)
     text = response.text or ""
     check_status = check_reason = check_step = None
@@ -331,7 +335,7 @@ def make_record(unit: Unit, prompt: str, response: Any, max_new_tokens: int) -> 
         item_id=unit.item_id, condition=unit.condition, kind=unit.kind, pair_id=unit.pair_id,
         world_ref=unit.world_ref, family=unit.family, prompt=prompt,
         prompt_sha256=sha256_bytes(prompt.encode("utf-8")), prompt_tokens=getattr(response, "prompt_tokens", None),
-        max_new_tokens=max_new_tokens, generation=text,
+        max_new_tokens=max_new_tokens, generation=text, generation_chars=kept.chars, generation_sha256=kept.sha256,
         generation_tokens=len(getattr(response, "token_ids", ()) or ()), finish_reason=response.finish_reason,
         generation_error=error, parse_status=parse_status, parsed=parsed, expected=unit.expected,
         check_status=check_status, check_reason=check_reason, check_failing_step=check_step, correct=bool(correct),

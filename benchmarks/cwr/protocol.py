@@ -243,7 +243,8 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         prompts = [model.render_chat(c) for c in chats]  # what the model sees; a served model's: the messages' JSON
         sent = prompts if models.TEXT in model.capabilities else chats
         responses = model.generate(sent, models.GenerationSettings(max_new_tokens=bound))
-        return [make_record(u, prompt, response, bound) for u, prompt, response in zip(batch, prompts, responses)]
+        limit = self.spec.measurement.max_answer_chars
+        return [make_record(u, prompt, response, bound, limit) for u, prompt, response in zip(batch, prompts, responses)]
 
     def provenance_extra(self, run: ProtocolRun) -> dict[str, Any]:
         return {"max_new_tokens": run.settings.max_new_tokens, "units": len(run.units), "split": run.settings.split,

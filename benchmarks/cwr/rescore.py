@@ -10,6 +10,10 @@ interpreter the run copied into ``grading/reference.py`` (written apart from
 the suite's checker), loaded by path, applied to the world files the units
 were graded against.  From each record's primitive fields it recomputes:
 
+* the generation error, length and sha256 of the reply: a reply kept whole
+  must be the one hashed and, when longer than the preregistered
+  ``max_answer_chars``, coded ``answer_too_long``; a cut one must keep exactly
+  min(``max_answer_chars``, 1024) characters of an answer longer than the limit;
 * the parse status and parsed answer (its own reading of the reply formats
   and of the F/C artifact extraction, in time linear in the reply's length);
 * F/C: the checker verdict (status, reason, first failing step) of the
@@ -254,9 +258,30 @@ def parse_text(condition, kind, family, text):
     return bad
 
 
-def parse(record):
-    """(parse status, parsed) of a record from its primitive fields."""
-    if record["generation_error"] is not None:
+CUT = "answer_too_long"
+EXCERPT = 1024  # characters kept of a cut reply, at most (benchmarks.core.answers.EXCERPT_CHARS)
+
+
+def reread_answer(record, limit):
+    """(generation error, generation_chars, generation_sha256) as the kept reply and the answer limit make them."""
+    text = record.get("generation")
+    if not isinstance(text, str) or not {"generation_error", "generation_chars", "generation_sha256"} <= record.keys():
+        raise Unreadable(f"unit {record.get('item_id')!r}: needs generation (a string), generation_error, "
+                         "generation_chars and generation_sha256 (a record of schema 3)")
+    recorded = record["generation_error"]
+    if recorded == CUT:
+        whole = record["generation_chars"]
+        excerpt = min(limit, EXCERPT)
+        fits = isinstance(whole, int) and whole > limit and len(text) == excerpt
+        chars = whole if fits else f"more than {limit}, of which exactly {excerpt} kept (kept {len(text)})"
+        return CUT, chars, record["generation_sha256"]
+    error = CUT if recorded is None and len(text) > limit else recorded
+    return error, len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def parse(record, error):
+    """(parse status, parsed) of a record from its primitive fields and its recomputed generation error."""
+    if error is not None:
         return "generation_error", None
     return parse_text(record["condition"], record["kind"], record["family"], record["generation"])
 
@@ -970,6 +995,7 @@ def rescore(run_dir, prereg):
     if not isinstance(index, dict) or index.get("schema_version") != 1:
         raise Unreadable(f"{run_dir / 'grading.json'}: not a grading index of schema version 1")
     grader = Grader(run_dir, index)
+    limit = prereg["measurement"]["max_answer_chars"]
 
     disagreements, correct, contexts, clusters = [], {}, {}, {}
 
@@ -985,7 +1011,11 @@ def rescore(run_dir, prereg):
         changed = grader.changed(entry["world"])
         if changed:
             differ(unit, "world_sha256", *changed)
-        status, parsed = parse(record)
+        error, chars, digest = reread_answer(record, limit)
+        differ(unit, "generation_error", record["generation_error"], error)
+        differ(unit, "generation_chars", record["generation_chars"], chars)
+        differ(unit, "generation_sha256", record["generation_sha256"], digest)
+        status, parsed = parse(record, error)
         differ(unit, "parse_status", record["parse_status"], status)
         differ(unit, "parsed", record["parsed"], parsed)
         if condition in ("F", "C"):

@@ -64,6 +64,7 @@ class MeasurementSpec:
     pair_set: str  # "showcase": worlds.build_showcase_pairs()
     replicas_per_pair: int  # target replica seeds per showcase pair; each replica is one paired unit
     max_new_tokens: dict[str, int]  # generation bound per condition
+    max_answer_chars: int  # characters of an answer a record keeps; a longer answer is answer_too_long
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class Unit:
 class CwrRecord:
     """One unit's measurement: a line of ``records.jsonl``."""
 
-    SCHEMA_VERSION: ClassVar[int] = 2  # 2: the E context field
+    SCHEMA_VERSION: ClassVar[int] = 3  # 2: the E context field; 3: generation_chars and generation_sha256
 
     item_id: str
     condition: str  # P, R, E, F or C
@@ -156,7 +157,9 @@ class CwrRecord:
     prompt_sha256: str
     prompt_tokens: int | None
     max_new_tokens: int  # the generation bound actually used
-    generation: str  # raw greedy text
+    generation: str  # raw greedy text; its first max_answer_chars when answer_too_long
+    generation_chars: int  # length of the whole answer in characters
+    generation_sha256: str  # sha256 of the whole answer (canonical_hash.sha256_text)
     generation_tokens: int  # generated token count (0 for backends that report no token ids, e.g. scripted)
     finish_reason: str
     generation_error: str | None  # coded backend failure; the unit counts as wrong

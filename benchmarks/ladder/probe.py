@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from benchmarks.core import canonical_json, sha256_bytes, sha256_json
 from benchmarks.core.protocol import UsageProblem
+from benchmarks.core.answers import keep_answer
 from fixtures.ladder import generate_episodes
 
 from .prompts import code_outcome, parse_decision
@@ -65,7 +66,10 @@ def probe_episodes(state: Any, seed: int, units_per_tier: int) -> list[Any]:
 
 
 def make_record(rung: str, revision: str, state: Any, seed: int, episode: Any, chat: Sequence[Mapping[str, str]],
-                response: Any, latency: float) -> UnitRecord:
+                response: Any, latency: float, max_answer_chars: int) -> UnitRecord:
+    """The record of one unit; an answer over ``max_answer_chars`` is kept cut and coded ``answer_too_long``."""
+    kept = keep_answer(response, max_answer_chars)
+    response = kept.response
     decision = None if response.error else parse_decision(response.text)
     return UnitRecord(
         unit_id=episode_key(episode),
@@ -86,6 +90,8 @@ def make_record(rung: str, revision: str, state: Any, seed: int, episode: Any, c
         ground_truth=episode.ground_truth,
         prompt_sha256=sha256_bytes(canonical_json(list(chat)).encode("utf-8")),
         response_text=response.text,
+        response_chars=kept.chars,
+        response_sha256=kept.sha256,
         finish_reason=response.finish_reason,
         error_code=response.error,
         decision=decision,

@@ -267,7 +267,8 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
                          for i in range(len(batch))]
         latency = time.perf_counter() - began
         revision = str(model.describe().revision)
-        return [make_record(s.rung, revision, s.state, s.seed, episode, chat, response, latency)
+        limit = self.spec.probe.max_answer_chars
+        return [make_record(s.rung, revision, s.state, s.seed, episode, chat, response, latency, limit)
                 for episode, chat, response in zip(batch, chats, responses)]
 
     # ----------------------------------------------------------------- results

@@ -14,6 +14,12 @@ recomputes, per unit:
   ``reject`` (from the episode's recorded checks in ``fixtures.json``);
 * ``checks``, ``depth`` and ``episode_sha256``: the episode's number of checks,
   its declared depth and the sha256 of its canonical fact dictionary;
+* ``error_code``: ``answer_too_long`` for a reply kept whole that is longer
+  than the preregistered ``max_answer_chars``, else as recorded;
+* ``response_chars`` and ``response_sha256``: the length and sha256 of a reply
+  kept whole; of a cut one (``answer_too_long``) the recorded ones, provided the
+  kept excerpt is exactly min(``max_answer_chars``, 1024) characters long and the
+  whole was longer than ``max_answer_chars``;
 * ``decision``: its own reading of the raw reply (a character scanner, in time
   linear in the reply's length, written apart from the suite's parser),
   null when the backend reported an error code;
@@ -180,6 +186,9 @@ def read_units(path):
             raise Unreadable(f"{path}: line {number} is not JSON ({exc})") from None
         if not isinstance(unit, dict):
             raise Unreadable(f"{path}: line {number} is not a JSON object")
+        missing = [key for key in UNIT_KEYS if key not in unit]
+        if missing:
+            raise Unreadable(f"{path}: line {number} lacks {', '.join(missing)} (a unit record of schema 2 has them)")
         units.append(unit)
     return units
 
@@ -267,23 +276,43 @@ def decide(block, thresholds, values):
 
 
 #: Per-unit fields recomputed, in the order a unit's disagreements are listed.
-FIELDS = ("ground_truth", "checks", "depth", "episode_sha256", "decision", "outcome", "condition", "supervisor")
+FIELDS = ("ground_truth", "checks", "depth", "episode_sha256", "error_code", "response_chars", "response_sha256",
+          "decision", "outcome", "condition", "supervisor")
+CUT = "answer_too_long"
+EXCERPT = 1024  # characters kept of a cut reply, at most (benchmarks.core.answers.EXCERPT_CHARS)
+#: What every unit line must hold for the rescorer to read it.
+UNIT_KEYS = ("unit_id", "tier", "episode_index", "ground_truth", "response_text", "response_chars", "response_sha256",
+             "error_code")
 
 
-def reread_unit(unit, episode, condition):
+def reread_answer(unit, limit):
+    """The error code, length and hash of a unit's reply as its kept text and the answer limit make them."""
+    text = unit["response_text"]
+    if not isinstance(text, str):
+        raise Unreadable(f"unit {unit.get('unit_id')!r}: response_text must be a string")
+    recorded = unit["error_code"]
+    if recorded == CUT:
+        whole = unit["response_chars"]
+        excerpt = min(limit, EXCERPT)
+        fits = isinstance(whole, int) and whole > limit and len(text) == excerpt
+        chars = whole if fits else f"more than {limit}, of which exactly {excerpt} kept (kept {len(text)})"
+        return CUT, chars, unit["response_sha256"]
+    error_code = CUT if recorded is None and len(text) > limit else recorded
+    return error_code, len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def reread_unit(unit, episode, condition, limit):
     """The recomputed value of every field in FIELDS that this unit's primitives determine."""
-    error_code = unit["error_code"]
     mine = {}
+    error_code, mine["response_chars"], mine["response_sha256"] = reread_answer(unit, limit)
+    mine["error_code"] = error_code
     if episode is not None:
         mine["ground_truth"] = truth_of(episode["checks"])
         mine["checks"] = len(episode["checks"])
         mine["depth"] = episode.get("depth")
         mine["episode_sha256"] = canonical_sha256(episode.get("facts"))
     truth = mine.get("ground_truth", unit["ground_truth"])
-    text = unit["response_text"]
-    if not isinstance(text, str):
-        raise Unreadable(f"unit {unit.get('unit_id')!r}: response_text must be a string")
-    mine["decision"] = None if error_code else decision_of(text)
+    mine["decision"] = None if error_code else decision_of(unit["response_text"])
     mine["outcome"] = outcome_of(error_code, mine["decision"], truth)
     mine["condition"] = condition
     mine["supervisor"] = None
@@ -294,6 +323,7 @@ def rescore_probe(folder, prereg):
     shares = prereg["shares"]
     thresholds = prereg["thresholds"]
     condition = prereg.get("probe", {}).get("condition", "autonomous")
+    limit = prereg["probe"]["max_answer_chars"]
     meta = read_json(folder / "metadata.json")
     if not isinstance(meta, dict) or "generator_variant" not in meta:
         raise Unreadable(f"{folder / 'metadata.json'}: not a probe's metadata (no generator_variant)")
@@ -307,7 +337,7 @@ def rescore_probe(folder, prereg):
             episode = episodes.get((unit["tier"], unit["episode_index"]))
             if episode is None:
                 raise Unreadable(f"{folder.parent / 'fixtures.json'}: no episode for unit {unit['unit_id']!r}")
-        mine = reread_unit(unit, episode, condition)
+        mine = reread_unit(unit, episode, condition, limit)
         readings.append(((unit["tier"], unit["episode_index"]), unit, mine))
         bucket = counts.setdefault(unit["tier"], {})
         bucket[mine["outcome"]] = bucket.get(mine["outcome"], 0) + 1

@@ -48,6 +48,7 @@ class ProbeSpec:
     units_per_tier: int  # episodes per tier in one probe
     max_tokens: int  # generation bound, uniform across rungs
     timeout_s: float  # per-unit deadline, uniform across rungs
+    max_answer_chars: int  # characters of an answer a record keeps; a longer answer is answer_too_long
     min_tuning_seed: int  # probe seeds must be at least this
     campaign_seeds: tuple[int, ...]  # seeds reserved for campaigns; refused in a probe
     state: str  # generator state of a plain run
@@ -129,7 +130,7 @@ class LadderError(ValueError):
 class UnitRecord:
     """One probe unit (one episode shown to the worker once): a line of ``units.jsonl``."""
 
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2  # 2: response_chars and response_sha256
 
     unit_id: str  # "t<tier>-<index:03d>": the ledger key
     rung: str  # the model as named on the command line (registry name, openai:MODEL@URL, ...)
@@ -148,7 +149,9 @@ class UnitRecord:
     episode_sha256: str  # sha256 of the canonical JSON of the worker-visible fact dictionary
     ground_truth: Literal["approve", "reject"]  # the generator's verdict, confirmed by the evaluator
     prompt_sha256: str  # sha256 of the canonical JSON of the chat sent
-    response_text: str  # the raw answer text ("" when none came)
+    response_text: str  # the raw answer text ("" when none came); its first max_answer_chars when answer_too_long
+    response_chars: int  # length of the whole answer in characters
+    response_sha256: str  # sha256 of the whole answer (canonical_hash.sha256_text)
     finish_reason: str  # stop, length, error or none, as the backend reported it
     error_code: str | None  # the backend's coded failure (timeout, http_error, ...), else null
     decision: Literal["approve", "reject"] | None  # parse_decision(response_text); null when errored or unparsed
@@ -157,7 +160,7 @@ class UnitRecord:
 
 
 RECORD_FIELDS = tuple(f.name for f in fields(UnitRecord))
-assert len(RECORD_FIELDS) == 23, RECORD_FIELDS
+assert len(RECORD_FIELDS) == 25, RECORD_FIELDS
 
 
 # --------------------------------------------------------------------------- the compiled preregistration

@@ -88,7 +88,7 @@ class ScriptedHandler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         behaviour, _, rest = self.path.strip("/").partition("/")
-        if behaviour == "ok" and rest == "v1/models":
+        if (behaviour == "ok" or behaviour.startswith("pad")) and rest == "v1/models":
             entry = {"id": "served-model", "object": "model", "owned_by": "test", "created": time.time_ns()}
             self.send(200, json.dumps({"object": "list", "data": [entry]}).encode())
         else:
@@ -142,6 +142,13 @@ class ScriptedHandler(http.server.BaseHTTPRequestHandler):
             self.wait_for_turn(int(content.split()[-1]))
             self.send(200, json.dumps(completion).encode())
         elif behaviour == "ok":
+            self.send(200, json.dumps(completion).encode())
+        elif behaviour.startswith("pad"):
+            # "/pad<N>/v1": a decision line after N characters of reasoning, for every other prompt (by the
+            # parity of its content's sha256), and the bare decision line for the rest
+            padded = hashlib.sha256(content.encode()).digest()[0] % 2 == 0
+            text = ("x" * int(behaviour[3:]) + "\n" if padded else "") + "DECISION: APPROVE"
+            completion["choices"][0]["message"]["content"] = text
             self.send(200, json.dumps(completion).encode())
         else:
             self.send(404, b'{"detail": "no such behaviour"}')

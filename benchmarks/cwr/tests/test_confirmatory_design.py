@@ -21,6 +21,9 @@ from benchmarks.core.paired import BaseCounts, tango_rao_scott_interval
 from benchmarks.core.reachability import reachability, seeded
 from benchmarks.cwr import design
 from benchmarks.cwr.protocol import GATE, PREREG, CwrRecord, metrics
+from canonical_hash import sha256_text
+
+EMPTY = sha256_text("")  # the hash of an empty answer
 
 SPEC = PREREG.values.design.confirmatory
 #: Labels shared by every test at one size: a data set's label depends only on its deficit key.
@@ -72,7 +75,8 @@ def _records(tables: list[tuple[int, int, int, int]]) -> list[CwrRecord]:
                 out.append(CwrRecord(
                     item_id=f"{condition}:{pair}", condition=condition, kind="synthesis", pair_id=pair,
                     world_ref=f"pair:{pair}:{condition}", family=design.CWR_FAMILIES[i % 3], prompt="",
-                    prompt_sha256="", prompt_tokens=None, max_new_tokens=1, generation="", generation_tokens=0,
+                    prompt_sha256="", prompt_tokens=None, max_new_tokens=1, generation="", generation_chars=0,
+            generation_sha256=EMPTY, generation_tokens=0,
                     finish_reason="stop", generation_error=None, parse_status="ok", parsed=None, expected=None,
                     check_status="VALID" if valid else "INVALID", check_reason=None, check_failing_step=None,
                     correct=valid, context=None))

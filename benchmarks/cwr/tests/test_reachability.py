@@ -30,6 +30,9 @@ from benchmarks.cwr.protocol import (
     run_pairs,
 )
 from fixtures import FIXTURE_SETS
+from canonical_hash import sha256_text
+
+EMPTY = sha256_text("")  # the hash of an empty answer
 
 SEED = 20261201
 SEARCH = 4000  # candidates at most; the search stops once every label has a witness
@@ -69,7 +72,8 @@ def _record(unit, correct: bool) -> CwrRecord:
     return CwrRecord(
         item_id=unit.item_id, condition=unit.condition, kind=unit.kind, pair_id=unit.pair_id,
         world_ref=unit.world_ref, family=unit.family, prompt="", prompt_sha256="", prompt_tokens=None,
-        max_new_tokens=1, generation="", generation_tokens=0, finish_reason="stop", generation_error=None,
+        max_new_tokens=1, generation="", generation_chars=0,
+            generation_sha256=EMPTY, generation_tokens=0, finish_reason="stop", generation_error=None,
         parse_status="ok", parsed=unit.expected if correct else None, expected=unit.expected,
         check_status=("VALID" if correct else "INVALID") if synthesis else None,
         check_reason=None if correct or not synthesis else "synthetic", check_failing_step=None,

@@ -6,9 +6,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
+import models
 from benchmarks.core import canonical_json
+from benchmarks.core.answers import EXCERPT_CHARS
 from benchmarks.core.protocol import finite
 from benchmarks.cwr.baselines import pair_baselines
 from benchmarks.cwr.grading import GRADING_FILE, write_grading
@@ -26,6 +27,8 @@ from benchmarks.cwr.protocol import (
 from benchmarks.cwr.scripted import AnswerKey
 from fixtures.cwr import build_cwr_items
 
+LIMIT = PREREG.values.measurement.max_answer_chars
+
 VARIANTS = [
     lambda right, wrong: right,
     lambda right, wrong: wrong,
@@ -35,11 +38,12 @@ VARIANTS = [
     lambda right, wrong: "```\n" + right + "\n```",
     lambda right, wrong: right.lower(),
     lambda right, wrong: "",
+    lambda right, wrong: right + "\n" + "x" * LIMIT,  # over the answer limit: kept cut, coded answer_too_long
 ]
 
 
 def _response(text: str, error: str | None = None):
-    return SimpleNamespace(text=text, finish_reason="error" if error else "stop", error=error, prompt_tokens=None)
+    return models.Response(index=0, text=text, finish_reason="error" if error else "stop", error=error)
 
 
 def _write_run(tmp_path: Path) -> tuple[Path, list]:
@@ -55,7 +59,7 @@ def _write_run(tmp_path: Path) -> tuple[Path, list]:
         right, wrong = key.right(unit.item_id), key.wrong(unit.item_id)
         text = VARIANTS[index % len(VARIANTS)](right, wrong)
         error = "timeout" if index % 37 == 36 else None
-        records.append(make_record(unit, unit.prompt_text, _response(text, error), 8))
+        records.append(make_record(unit, unit.prompt_text, _response(text, error), 8, LIMIT))
     lines = [canonical_json({**record.__dict__, "schema_version": CwrRecord.SCHEMA_VERSION}) for record in records]
     (tmp_path / "records.jsonl").write_text("".join(line + "\n" for line in lines))
     baselines = pair_baselines(pairs, 5, PREREG.values.seeds["baselines"])
@@ -89,6 +93,8 @@ def test_rescorer_reproduces_every_unit_and_the_verdict(tmp_path):
     assert 0 < measured["P.accuracy"] < 1  # the variants mix right, wrong and malformed replies
     errored = [r for r in records if r.generation_error is not None]
     assert errored and all(r.parse_status == "generation_error" and not r.correct for r in errored)
+    cut = [r for r in records if r.generation_error == "answer_too_long"]
+    assert cut and all(len(r.generation) == EXCERPT_CHARS and r.generation_chars > LIMIT for r in cut)
     assert sum(measured[f"{c}.generation_errors"] for c in ("P", "R", "E", "F", "C")) == len(errored)
     assert sum(measured[f"{c}.units"] for c in ("P", "R", "E", "F", "C")) == len(records)
     for context in ("C", "F", "none"):  # E split by context, in the suite and in the rescorer
@@ -108,7 +114,7 @@ def test_e_accuracy_is_split_by_context():
         key.add(unit.item_id, unit)
         right = unit.context == "C" or (unit.context == "none" and (free := free + 1) % 2 == 0)
         text = key.right(unit.item_id) if right else key.wrong(unit.item_id)
-        records.append(make_record(unit, unit.prompt_text, _response(text), 8))
+        records.append(make_record(unit, unit.prompt_text, _response(text), 8, LIMIT))
     measured = metrics(records)
     n_free = sum(r.context == "none" for r in records)
     assert measured["E_C.accuracy"] == 1.0 and measured["E_F.accuracy"] == 0.0

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from benchmarks.core.selfcheck import read_report, run_protocol_once
-from benchmarks.cwr.protocol import HERE
+from benchmarks.cwr.protocol import HERE, PREREG
+from canonical_hash import sha256_text
 
 MODEL = "scripted-cwr-most-c"
 LABEL = "INCONCLUSIVE"
@@ -37,6 +38,11 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
 
 def _write_records(run_dir: Path, records: list[dict[str, Any]]) -> None:
     (run_dir / "records.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+
+
+def _set_generation(record: dict, text: str) -> None:
+    """Change a record's answer as a careful tamperer would: with the answer's length and hash."""
+    record.update(generation=text, generation_chars=len(text), generation_sha256=sha256_text(text))
 
 
 def _copy(run_dir: Path, tmp_path: Path, name: str) -> Path:
@@ -83,16 +89,34 @@ def test_rescorer_regrades_a_run_and_names_every_changed_unit(run_dir: Path, tmp
     changed = _records(copy)
     p = next(r for r in changed if r["condition"] == "P" and r["kind"] == "verdict" and r["correct"])
     other = "ILLEGAL" if p["expected"]["verdict"] == "LEGAL" else "LEGAL"
-    p["generation"] = f"ANSWER: {other}"
+    _set_generation(p, f"ANSWER: {other}")
     _write_records(copy, changed)
     units, fields = _disagreeing(_rescore(copy))
     assert units == {p["item_id"]} and fields == {"parsed", "correct"}
+
+    # the same edit without the hash and length of the answer: those are named too
+    copy = _copy(run_dir, tmp_path, "p-answer-unhashed")
+    changed = _records(copy)
+    p = next(r for r in changed if r["item_id"] == p["item_id"])
+    p["generation"] = f"ANSWER: {other}"
+    _write_records(copy, changed)
+    units, fields = _disagreeing(_rescore(copy))
+    assert units == {p["item_id"]} and fields >= {"parsed", "correct", "generation_sha256"}
+
+    # an answer kept whole but longer than the preregistered limit should have been cut and coded
+    copy = _copy(run_dir, tmp_path, "p-answer-long")
+    changed = _records(copy)
+    p = next(r for r in changed if r["item_id"] == p["item_id"])
+    _set_generation(p, p["generation"] + "\n" + "x" * PREREG.values.measurement.max_answer_chars)
+    _write_records(copy, changed)
+    units, fields = _disagreeing(_rescore(copy))
+    assert units == {p["item_id"]} and {"generation_error", "parse_status", "parsed", "correct"} <= fields
 
     # an F answer's text: a valid artifact loses its last step
     copy = _copy(run_dir, tmp_path, "f-answer")
     changed = _records(copy)
     f = next(r for r in changed if r["condition"] == "F" and r["check_status"] == "VALID")
-    f["generation"] = "".join(line + "\n" for line in f["generation"].splitlines()[:-1]) or "nothing\n"
+    _set_generation(f, "".join(line + "\n" for line in f["generation"].splitlines()[:-1]) or "nothing\n")
     _write_records(copy, changed)
     units, fields = _disagreeing(_rescore(copy))
     assert units == {f["item_id"]} and {"parsed", "check_status", "correct"} <= fields

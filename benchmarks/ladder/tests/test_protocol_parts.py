@@ -50,6 +50,7 @@ from benchmarks.ladder.records import (
 from benchmarks.ladder.report import main as report_main
 from benchmarks.ladder.spec import HERE, PREREG, LadderError
 from fixtures.ladder import REGISTERED_DIALS, STATES, retune
+from canonical_hash import sha256_text
 
 # --------------------------------------------------------------------------- parser and outcomes
 
@@ -179,6 +180,7 @@ def write_probe(root: Path, *, errors: Sequence[int], errored: Sequence[int] = (
                 state_hash="h-" + json.dumps(dials, sort_keys=True), seed=seed, condition="autonomous",
                 supervisor=None, tier=tier, family=f"family{tier}", episode_index=i, depth=10, checks=10,
                 episode_sha256="e" * 64, ground_truth=truth, prompt_sha256="p" * 64, response_text=text,
+                response_chars=len(text), response_sha256=sha256_text(text),
                 finish_reason="error" if error else "stop", error_code=error, decision=decision,
                 outcome=code_outcome(error, decision, truth), latency_s=0.01,
             ))
@@ -191,8 +193,8 @@ def rescore(*folders: Path) -> dict:
     return run_rescorer(HERE / "rescore.py", *folders)
 
 
-def test_record_has_23_documented_fields() -> None:
-    assert len(RECORD_FIELDS) == 23
+def test_record_has_25_documented_fields() -> None:
+    assert len(RECORD_FIELDS) == 25
     page = HERE.parent.parent / "docs" / "protocols" / "ladder.md"  # the protocol's page of the user guide
     text = page.read_text(encoding="utf-8")
     for name in RECORD_FIELDS:

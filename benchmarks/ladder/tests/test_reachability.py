@@ -31,6 +31,7 @@ from benchmarks.ladder.instrument import GateRow, instrument_verdict
 from benchmarks.ladder.probe import episode_key, probe_episodes
 from benchmarks.ladder.spec import CLAUSES, GATE, INSTRUMENT, PREREG, TIERS, UnitRecord
 from fixtures.ladder import get_state
+from canonical_hash import sha256_text
 
 SEED = 20261201
 SEARCH = 5000  # probe candidates at most; the search stops once every label has a witness
@@ -49,7 +50,8 @@ def unit(episode, outcome: str) -> UnitRecord:
         generator_variant=STATE.variant, generator_state=STATE.name, state_hash=STATE.state_hash, seed=PROBE.seed,
         condition="autonomous", supervisor=None, tier=episode.tier, family=episode.family,
         episode_index=episode.index, depth=episode.depth, checks=len(episode.checks), episode_sha256="",
-        ground_truth=episode.ground_truth, prompt_sha256="", response_text="" if decision is None else decision,
+        ground_truth=episode.ground_truth, prompt_sha256="", response_text=(text := "" if decision is None else decision),
+        response_chars=len(text), response_sha256=sha256_text(text),
         finish_reason="error" if error else "stop", error_code=error, decision=decision, outcome=outcome,
         latency_s=0.0,
     )

@@ -18,12 +18,19 @@ from benchmarks.core.selfcheck import read_report
 from benchmarks.ladder.prompts import parse_decision
 from benchmarks.ladder.spec import HERE, PREREG
 from benchmarks.ladder.worker import SIMULATED_FLEET
+from canonical_hash import sha256_text
 
 from .test_parser_fuzz import reference_decision
 from .test_parser_fuzz import rescore as rescore_module
 from .test_protocol_runs import run_ladder
 
 SCRIPT = HERE / "rescore.py"
+LIMIT = PREREG.values.probe.max_answer_chars
+
+
+def reply(unit: dict[str, Any], text: str) -> None:
+    """Change a unit's reply as a careful tamperer would: with the reply's length and hash."""
+    unit.update(response_text=text, response_chars=len(text), response_sha256=sha256_text(text))
 
 
 def rescore(*dirs: Path) -> tuple[int, dict[str, Any] | None, str]:
@@ -95,10 +102,10 @@ def test_the_rescorer_agrees_with_a_probe_and_names_the_unit_of_every_changed_pr
                        and sum(not c["passes"] for c in episodes[(units[u]["tier"], units[u]["episode_index"])]["checks"]) == 1)
 
     def flip_reply(u: dict[str, Any]) -> None:
-        u["response_text"] = f"DECISION: {opposite(u['decision']).upper()}"
+        reply(u, f"DECISION: {opposite(u['decision']).upper()}")
 
     def prose_reply(u: dict[str, Any]) -> None:
-        u["response_text"] = "Hard to say without the auditor."
+        reply(u, "Hard to say without the auditor.")
 
     def flip_truth(u: dict[str, Any]) -> None:
         u["ground_truth"] = opposite(u["ground_truth"])
@@ -120,6 +127,10 @@ def test_the_rescorer_agrees_with_a_probe_and_names_the_unit_of_every_changed_pr
          {"decision", "outcome"}),
         ("recorded ground truth", lambda d: edit_unit(d / probe.name, correct[5], flip_truth), correct[5],
          {"ground_truth"}),
+        ("reply without its hash", lambda d: edit_unit(d / probe.name, correct[1], lambda u: u.update(
+            response_text=u["response_text"] + " ")), correct[1], {"response_chars", "response_sha256"}),
+        ("reply over the answer limit kept whole", lambda d: edit_unit(d / probe.name, correct[2], lambda u: reply(
+            u, u["response_text"] + " " * LIMIT)), correct[2], {"error_code", "decision", "outcome"}),
         ("an approvable episode's check", lambda d: edit_episode(d, *where(approvable), flip_one_check), approvable,
          {"ground_truth", "outcome"}),
         ("a rejected episode's only failing check", lambda d: edit_episode(d, *where(one_failure), flip_one_check),
@@ -182,7 +193,7 @@ def test_a_changed_reply_moves_the_rescored_gate(pytester: pytest.Pytester, tmp_
     per_tier = PREREG.values.probe.units_per_tier
     for tier in range(1, 6):
         for index in range(6):  # 6 of 30 per tier: 20% error everywhere
-            edit_unit(probe, f"t{tier}-{index:03d}", lambda u: u.update(response_text="no idea"))
+            edit_unit(probe, f"t{tier}-{index:03d}", lambda u: reply(u, "no idea"))
     status, got, _ = rescore(probe)
     assert status == 1 and len(got["disagreements"]) == 2 * 30
     assert got["metrics"]["overall_error"] == pytest.approx(30 / (5 * per_tier))

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from benchmarks.ladder.gate import gate_metrics, judge
 from benchmarks.ladder.instrument import GateRow, instrument_verdict
 from benchmarks.ladder.spec import CLAUSES, GATE, INSTRUMENT, PREREG, UnitRecord
+from canonical_hash import sha256_text
 
 BAND_LOW, BAND_HIGH = Fraction(10, 100), Fraction(35, 100)  # "inside 10-35%", both ends inside
 TIER45_FLOOR = Fraction(5, 100)  # "at or above 5%"
@@ -148,7 +149,8 @@ def units_from(tiers: list[tuple[int, int, int, int]]) -> list[UnitRecord]:
                 unit_id=f"t{tier}-{index:03d}", rung="r", model_revision="sha256:" + "0" * 64, generator_variant="v2",
                 generator_state="v2-r2", state_hash="h", seed=202, condition="autonomous", supervisor=None, tier=tier,
                 family=f"family{tier}", episode_index=index, depth=10, checks=10, episode_sha256="e" * 64,
-                ground_truth="approve", prompt_sha256="p" * 64, response_text="" if errored else "DECISION: APPROVE",
+                ground_truth="approve", prompt_sha256="p" * 64, response_text=(text := "" if errored else "DECISION: APPROVE"),
+                response_chars=len(text), response_sha256=sha256_text(text),
                 finish_reason="error" if errored else "stop",
                 error_code=("timeout" if outcome == "timeout" else "http_error") if errored else None,
                 decision=None if errored else ("approve" if outcome == "correct" else "reject"),
