@@ -115,6 +115,7 @@ class Response:
     error: str | None = None  # one of ERROR_CODES when the generation could not be obtained
     error_detail: str | None = None  # human-readable detail (never credentials)
     prompt_tokens: int | None = None
+    endpoint: str | None = None  # a served model's base URL that answered (or was tried last); None when local
 
     @property
     def ok(self) -> bool:

@@ -63,6 +63,20 @@ What the backend does, and the choices behind it:
   ``status`` and ``permission``.  That revision identifies the endpoint, not
   the weights.  An entry whose canonical JSON exceeds 16 KiB is hashed but
   stored only as its size and sha256.
+- A pool of endpoints (``openai:MODEL@URL1,URL2,...``: replicas of one
+  model, one URL each) sends each prompt to the endpoint a stable hash of the
+  prompt picks (sha256 of the canonical JSON of its messages, modulo the number
+  of endpoints), so a unit goes to the same endpoint in every run and session.
+  Each endpoint has its own ``max_concurrency`` requests in flight.  On a
+  ``connection_error`` the prompt goes to the next endpoint in the pool's
+  order, within what is left of its one deadline; nothing else fails over.
+  Each response names the endpoint that gave it (``Response.endpoint``; the
+  last one tried when none did).  At the first ``describe`` every endpoint's
+  ``/models`` must list the model with the same entry (volatile keys aside);
+  otherwise the pool is refused with :class:`ModelError` before any prompt is
+  sent.  The revision is then ``sha256:`` of ``{base_urls, model,
+  models_entry}``.  A router in front of the replicas is one URL to this
+  backend: the router's answer is recorded, not which replica gave it.
 
 The backend class is here; the transport (deadline, size limit, retries) is
 ``_http_transport``, the request and answer schema ``_http_schema``, the API
@@ -78,6 +92,7 @@ import json
 import math
 import re
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -107,6 +122,7 @@ from ._http_transport import DEFAULT_MAX_RESPONSE_BYTES, Answer, Endpoint, reque
 __all__ = ["OpenAIChatModel", "canonical_json"]
 
 _SPEC = re.compile(r"^openai:(?P<model>[^@\s]+)@(?P<base_url>https?://\S+)$")
+_POOL_LIMIT = 64  # endpoints in one pool, at most
 _IMMUTABLE_REVISION = re.compile(r"^(?:[0-9a-f]{40}|sha256:[0-9a-f]{64})$")
 #: Keys of a ``/models`` entry that change between calls or over a server's life (vLLM's ``created``
 #: is the time of the request); they are left out of the endpoint revision.
@@ -129,7 +145,7 @@ class OpenAIChatModel(LanguageModel):
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         model: str,
         *,
         api_key_env: str | None = None,
@@ -144,11 +160,12 @@ class OpenAIChatModel(LanguageModel):
     ) -> None:
         """
         Args:
-            base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (http or https, no credentials in it).
+            base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (http or https, no credentials in it); a
+                list of them, or one string of them joined by commas, is a pool of replicas of the model.
             model: the served model name sent in each request (what the server's ``/models`` lists).
             api_key_env: name of the environment variable holding the API key; None sends no key.
             timeout: seconds allowed for one request, from connecting to the last byte of the answer.
-            max_concurrency: requests in flight at once for a batch of prompts.
+            max_concurrency: requests in flight at once for a batch of prompts, per endpoint.
             connect_retries: retries after a failure to connect (refused, unreachable, unresolved).
             retry_backoff: seconds before the first retry; doubled for each further one.
             revision: an immutable revision of the served weights, if known (40-hex sha or sha256:<hex>).
@@ -157,22 +174,14 @@ class OpenAIChatModel(LanguageModel):
                 fields the server must honour); when False such settings raise CapabilityError.
             max_response_bytes: the largest answer body accepted; a larger one is ``response_too_large``.
         """
-        if not isinstance(base_url, str) or not base_url.isascii() or any(c.isspace() or not c.isprintable()
-                                                                            for c in base_url):
-            raise ModelError(f"base_url must be ASCII without spaces or control characters (percent-encode "
-                             f"others), got {base_url!r}")
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ModelError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}")
-        if parts.username is not None or parts.password is not None:
-            raise ModelError("base_url must not carry credentials; put the API key in an environment variable "
-                             "and pass its name as api_key_env")
-        if parts.query or parts.fragment:
-            raise ModelError(f"base_url must not have a query or fragment, got {base_url!r}")
-        try:
-            _ = parts.port
-        except ValueError as exc:
-            raise ModelError(f"base_url has an invalid port: {base_url!r}") from exc
+        urls = base_url.split(",") if isinstance(base_url, str) else list(base_url)
+        if not urls or len(urls) > _POOL_LIMIT:
+            raise ModelError(f"base_url must name 1 to {_POOL_LIMIT} endpoints, got {len(urls)}")
+        endpoints = [_endpoint(url) for url in urls]
+        urls = [url.rstrip("/") for url in urls]
+        if len(set(urls)) != len(urls):
+            repeated = next(u for u in urls if urls.count(u) > 1)
+            raise ModelError(f"base_url names the endpoint {repeated!r} twice; give each replica once")
         if not isinstance(model, str) or not model:
             raise ModelError("model (the served model name) must be a non-empty string")
         if not _positive_finite(timeout):
@@ -192,7 +201,10 @@ class OpenAIChatModel(LanguageModel):
                              "omit it to record a hash of the endpoint instead")
         api_key = read_api_key(api_key_env)
 
-        self.base_url = base_url.rstrip("/")
+        #: The endpoints, in the pool's order (one for a single server).
+        self.base_urls = tuple(urls)
+        #: What the run records as the model's location: the URL, or the pool's URLs joined by commas.
+        self.base_url = ",".join(self.base_urls)
         self.model = model
         self.api_key_env = api_key_env
         self.timeout = float(timeout)
@@ -205,9 +217,8 @@ class OpenAIChatModel(LanguageModel):
         self._api_key = api_key
         self._scrubber = KeyScrubber(api_key)
         self._revision = revision
-        self._endpoint = Endpoint(scheme=parts.scheme, host=parts.hostname,
-                                  port=parts.port or (443 if parts.scheme == "https" else 80),
-                                  netloc=parts.netloc, path=parts.path.rstrip("/"))
+        self._endpoints = tuple(endpoints)
+        self._slots = tuple(threading.BoundedSemaphore(max_concurrency) for _ in endpoints)
         self._description: ModelDescription | None = None
         self._describe_lock = threading.Lock()
 
@@ -219,8 +230,9 @@ class OpenAIChatModel(LanguageModel):
         """
         match = _SPEC.match(spec)
         if not match:
-            raise ModelError(f"malformed served-model spec {spec!r}; expected openai:MODEL@BASE_URL, "
-                             "e.g. openai:my-model@http://127.0.0.1:8000/v1")
+            raise ModelError(f"malformed served-model spec {spec!r}; expected openai:MODEL@BASE_URL (or "
+                             "openai:MODEL@URL1,URL2,... for a pool of replicas), e.g. "
+                             "openai:my-model@http://127.0.0.1:8000/v1")
         accepted = ("api_key_env", "timeout", "max_concurrency", "connect_retries", "retry_backoff",
                     "revision", "max_tokens_default", "send_penalties", "max_response_bytes")
         unknown = sorted(k for k, v in options.items() if k not in accepted and v is not None)
@@ -248,22 +260,27 @@ class OpenAIChatModel(LanguageModel):
                     revision = self._revision
                     extra["revision_basis"] = "given"
                 else:
-                    entry, listing = self._models_entry()
-                    basis = {"base_url": self.base_url, "model": self.model, "models_entry": entry}
+                    entry, listing = self._pool_entry() if len(self._endpoints) > 1 else self._models_entry(0)
+                    if len(self._endpoints) > 1:
+                        basis: dict[str, Any] = {"base_urls": list(self.base_urls), "model": self.model,
+                                                 "models_entry": entry}
+                    else:
+                        basis = {"base_url": self.base_url, "model": self.model, "models_entry": entry}
                     revision = "sha256:" + _sha256(canonical_json(basis))
                     stored: Any = entry
                     if entry is not None:
                         text = canonical_json(entry)
                         if len(text) > _ENTRY_LIMIT:
                             stored = f"omitted: {len(text)} characters of canonical JSON, sha256 {_sha256(text)}"
-                    extra.update(revision_basis="endpoint (base_url, model, /models entry); not the weights",
+                    what = "endpoints (base_urls" if len(self._endpoints) > 1 else "endpoint (base_url"
+                    extra.update(revision_basis=f"{what}, model, /models entry); not the weights",
                                  models_entry=stored, models_listing=listing)
                 self._description = ModelDescription(
                     id=self.model,
                     revision=revision,
                     backend="openai-http",
                     device=self.base_url,
-                    source=f"{self.base_url}/chat/completions",
+                    source=",".join(f"{url}/chat/completions" for url in self.base_urls),
                     extra=extra,
                 )
             return self._description
@@ -278,7 +295,7 @@ class OpenAIChatModel(LanguageModel):
         choices: Sequence[str] | None = None,
         settings: GenerationSettings | None = None,
     ) -> list[Response]:
-        """One greedy chat completion per prompt, up to ``max_concurrency`` at once, in prompt order."""
+        """One greedy chat completion per prompt, up to ``max_concurrency`` at once per endpoint, in prompt order."""
         if choices is not None:
             raise CapabilityError(
                 f"{type(self).__name__} cannot score choices: OpenAI-compatible servers do not return the logits "
@@ -296,20 +313,45 @@ class OpenAIChatModel(LanguageModel):
             return [Response(index=i, finish_reason="none") for i in range(len(chats))]
 
         def one(index: int) -> Response:
-            return self._complete(index, completion_request(self.model, chats[index], settings, body_extra))
+            return self._complete(index, completion_request(self.model, chats[index], settings, body_extra),
+                                  self.endpoint_of(chats[index]))
 
-        if len(chats) <= 1 or self.max_concurrency == 1:
+        workers = min(self.max_concurrency * len(self._endpoints), len(chats))
+        if workers <= 1:
             return [one(i) for i in range(len(chats))]
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(chats)),
-                                thread_name_prefix="openai-http") as pool:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-http") as pool:
             return list(pool.map(one, range(len(chats))))
+
+    def endpoint_of(self, chat: Sequence[Message]) -> int:
+        """The index of the endpoint a chat goes to first: a stable hash of its messages, modulo the pool's size."""
+        if len(self._endpoints) == 1:
+            return 0
+        digest = hashlib.sha256(canonical_json(chat_messages(chat)).encode("utf-8", "surrogatepass")).digest()
+        return int.from_bytes(digest[:8], "big") % len(self._endpoints)
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    def _complete(self, index: int, body: dict[str, Any]) -> Response:
+    def _complete(self, index: int, body: dict[str, Any], first: int = 0) -> Response:
+        """One prompt's response from endpoint ``first``, or from the next ones on a connection error, all within
+        one deadline of ``timeout`` seconds; the response names the endpoint that gave it (or was tried last)."""
+        deadline = time.monotonic() + self.timeout
+        count = len(self._endpoints)
+        response = self._complete_at(index, body, first, self.timeout)
+        for step in range(1, count):
+            left = deadline - time.monotonic()
+            if response.error != "connection_error" or left <= 0:
+                break
+            response = self._complete_at(index, body, (first + step) % count, left)
+        return response
+
+    def _complete_at(self, index: int, body: dict[str, Any], at: int, timeout: float) -> Response:
+        with self._slots[at]:
+            return dataclasses.replace(self._exchange(index, body, at, timeout), endpoint=self.base_urls[at])
+
+    def _exchange(self, index: int, body: dict[str, Any], at: int, timeout: float) -> Response:
         scrub = self._scrubber.scrub
         try:
-            answer = self._request("POST", "/chat/completions", body)
+            answer = self._request("POST", "/chat/completions", body, at, timeout)
             if 300 <= answer.status < 400:
                 target = scrub(answer.location or "no Location header")[:DETAIL_LIMIT]
                 raise _Failure("http_error", f"HTTP {answer.status} {scrub(answer.reason)[:100]}: redirect "
@@ -326,10 +368,31 @@ class OpenAIChatModel(LanguageModel):
             return Response(index=index, finish_reason="error", error="backend_error",
                             error_detail=scrub(f"{type(exc).__name__}: {exc}")[:_DETAIL_MAX])
 
-    def _models_entry(self) -> tuple[dict[str, Any] | None, str]:
-        """The server's ``/models`` entry for this model, scrubbed, without volatile keys; and how the look-up went."""
+    def _pool_entry(self) -> tuple[dict[str, Any], str]:
+        """The ``/models`` entry every endpoint of the pool lists for the model, and how the look-up went; raises
+        :class:`ModelError` naming the first endpoint that does not list it or lists another entry."""
+        first: dict[str, Any] | None = None
+        for at, url in enumerate(self.base_urls):
+            entry, listing = self._models_entry(at)
+            if entry is None:
+                raise ModelError(f"the pool's endpoint {url} does not list the model {self.model!r} ({listing} at "
+                                 f"{url}/models); every endpoint of a pool must serve the same model")
+            if first is None:
+                first = entry
+            elif entry != first:
+                key = next(k for k in sorted(set(first) | set(entry)) if first.get(k) != entry.get(k))
+                was, now = str(first.get(key))[:80], str(entry.get(key))[:80]
+                raise ModelError(f"the pool's endpoints disagree on the model {self.model!r}: /models key {key!r} is "
+                                 f"{was!r} at {self.base_urls[0]} and {now!r} at {url}; every endpoint of a pool must "
+                                 "serve the same model")
+        assert first is not None
+        return first, f"listed by all {len(self.base_urls)} endpoints"
+
+    def _models_entry(self, at: int) -> tuple[dict[str, Any] | None, str]:
+        """The ``/models`` entry of endpoint ``at`` for this model, scrubbed, without volatile keys; and how the
+        look-up went."""
         try:
-            answer = self._request("GET", "/models", None)
+            answer = self._request("GET", "/models", None, at, self.timeout)
         except _Failure as failure:
             return None, f"unavailable ({failure.code})"
         except Exception as exc:  # noqa: BLE001 -- describing never fails on what a server sends
@@ -350,11 +413,33 @@ class OpenAIChatModel(LanguageModel):
             return None, "model not listed"
         return entry, "listed"
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Answer:
-        """One exchange within one deadline of ``timeout`` seconds; raises ``_Failure``."""
-        return request(self._endpoint, method, path, body, api_key=self._api_key, timeout=self.timeout,
+    def _request(self, method: str, path: str, body: dict[str, Any] | None, at: int, timeout: float) -> Answer:
+        """One exchange with endpoint ``at`` within one deadline of ``timeout`` seconds; raises ``_Failure``."""
+        return request(self._endpoints[at], method, path, body, api_key=self._api_key, timeout=timeout,
                        max_response_bytes=self.max_response_bytes, connect_retries=self.connect_retries,
                        retry_backoff=self.retry_backoff)
+
+
+def _endpoint(base_url: Any) -> Endpoint:
+    """The checked parts of one base URL; raises :class:`ModelError` naming what is wrong with it."""
+    if not isinstance(base_url, str) or not base_url.isascii() or any(c.isspace() or not c.isprintable()
+                                                                        for c in base_url):
+        raise ModelError(f"base_url must be ASCII without spaces or control characters (percent-encode "
+                         f"others), got {base_url!r}")
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ModelError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ModelError("base_url must not carry credentials; put the API key in an environment variable "
+                         "and pass its name as api_key_env")
+    if parts.query or parts.fragment:
+        raise ModelError(f"base_url must not have a query or fragment, got {base_url!r}")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ModelError(f"base_url has an invalid port: {base_url!r}") from exc
+    return Endpoint(scheme=parts.scheme, host=parts.hostname, port=port or (443 if parts.scheme == "https" else 80),
+                    netloc=parts.netloc, path=parts.path.rstrip("/"))
 
 
 def _positive_finite(value: Any) -> bool:

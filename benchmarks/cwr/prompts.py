@@ -339,6 +339,6 @@ def make_record(unit: Unit, prompt: str, response: Any, max_new_tokens: int, max
         generation_tokens=len(getattr(response, "token_ids", ()) or ()), finish_reason=response.finish_reason,
         generation_error=error, parse_status=parse_status, parsed=parsed, expected=unit.expected,
         check_status=check_status, check_reason=check_reason, check_failing_step=check_step, correct=bool(correct),
-        context=unit.context,
+        context=unit.context, endpoint=getattr(response, "endpoint", None),
     )
 

@@ -145,7 +145,7 @@ class Unit:
 class CwrRecord:
     """One unit's measurement: a line of ``records.jsonl``."""
 
-    SCHEMA_VERSION: ClassVar[int] = 3  # 2: the E context field; 3: generation_chars and generation_sha256
+    SCHEMA_VERSION: ClassVar[int] = 3  # 2: the E context field; 3: generation_chars, generation_sha256, endpoint
 
     item_id: str
     condition: str  # P, R, E, F or C
@@ -171,6 +171,7 @@ class CwrRecord:
     check_failing_step: int | None  # F/C: the checker's first failing step (0-based)
     correct: bool  # P/R/E: exact match; F/C: check_status == VALID
     context: str | None  # E: "C", "F" or "none" (E_C, E_F, context-free); None for other conditions
+    endpoint: str | None = None  # the served endpoint that answered (of a pool, the one chosen); None when local
 
 
 #: The preregistration, validated against :class:`CwrPrereg`.

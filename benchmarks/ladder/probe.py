@@ -97,6 +97,7 @@ def make_record(rung: str, revision: str, state: Any, seed: int, episode: Any, c
         decision=decision,
         outcome=code_outcome(response.error, decision, episode.ground_truth),
         latency_s=round(latency, 6),
+        endpoint=getattr(response, "endpoint", None),
     )
 
 

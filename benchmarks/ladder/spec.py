@@ -130,7 +130,7 @@ class LadderError(ValueError):
 class UnitRecord:
     """One probe unit (one episode shown to the worker once): a line of ``units.jsonl``."""
 
-    SCHEMA_VERSION: ClassVar[int] = 2  # 2: response_chars and response_sha256
+    SCHEMA_VERSION: ClassVar[int] = 2  # 2: response_chars, response_sha256 and endpoint
 
     unit_id: str  # "t<tier>-<index:03d>": the ledger key
     rung: str  # the model as named on the command line (registry name, openai:MODEL@URL, ...)
@@ -157,10 +157,11 @@ class UnitRecord:
     decision: Literal["approve", "reject"] | None  # parse_decision(response_text); null when errored or unparsed
     outcome: Literal["correct", "wrong", "unparsed", "errored", "timeout"]  # the coded outcome the shares count
     latency_s: float  # wall-clock seconds the backend took for this unit
+    endpoint: str | None = None  # the served endpoint that answered (of a pool, the one chosen); None when local
 
 
 RECORD_FIELDS = tuple(f.name for f in fields(UnitRecord))
-assert len(RECORD_FIELDS) == 25, RECORD_FIELDS
+assert len(RECORD_FIELDS) == 26, RECORD_FIELDS
 
 
 # --------------------------------------------------------------------------- the compiled preregistration

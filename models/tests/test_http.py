@@ -91,6 +91,9 @@ class ScriptedHandler(http.server.BaseHTTPRequestHandler):
         if (behaviour == "ok" or behaviour.startswith("pad")) and rest == "v1/models":
             entry = {"id": "served-model", "object": "model", "owned_by": "test", "created": time.time_ns()}
             self.send(200, json.dumps({"object": "list", "data": [entry]}).encode())
+        elif behaviour == "other" and rest == "v1/models":  # the same name, served by someone else
+            entry = {"id": "served-model", "object": "model", "owned_by": "another-team"}
+            self.send(200, json.dumps({"object": "list", "data": [entry]}).encode())
         else:
             self.send(404, b'{"detail": "not found"}')
 
