@@ -86,6 +86,7 @@ key's reading and scrubbing ``_http_key``, and the coded failure they raise
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -312,15 +313,25 @@ class OpenAIChatModel(LanguageModel):
         if settings.max_new_tokens == 0:
             return [Response(index=i, finish_reason="none") for i in range(len(chats))]
 
+        first = [self.endpoint_of(chat) for chat in chats]
+
         def one(index: int) -> Response:
             return self._complete(index, completion_request(self.model, chats[index], settings, body_extra),
-                                  self.endpoint_of(chats[index]))
+                                  first[index])
 
-        workers = min(self.max_concurrency * len(self._endpoints), len(chats))
-        if workers <= 1:
+        if len(chats) <= 1 or (self.max_concurrency == 1 and len(self._endpoints) == 1):
             return [one(i) for i in range(len(chats))]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-http") as pool:
-            return list(pool.map(one, range(len(chats))))
+        # One queue per endpoint, each worked by up to max_concurrency threads: a prompt waiting for a busy
+        # endpoint never holds up the prompts of an idle one.
+        queues = [[i for i in range(len(chats)) if first[i] == at] for at in range(len(self._endpoints))]
+        with contextlib.ExitStack() as stack:
+            futures = {}
+            for at, queue in enumerate(queues):
+                if queue:
+                    pool = stack.enter_context(ThreadPoolExecutor(
+                        max_workers=min(self.max_concurrency, len(queue)), thread_name_prefix=f"openai-http-{at}"))
+                    futures.update((i, pool.submit(one, i)) for i in queue)
+            return [futures[i].result() for i in range(len(chats))]
 
     def endpoint_of(self, chat: Sequence[Message]) -> int:
         """The index of the endpoint a chat goes to first: a stable hash of its messages, modulo the pool's size."""

@@ -116,6 +116,7 @@ class ProbeSettings:
     max_tokens: int
     timeout_s: float
     batch_size: int = 1
+    in_flight: int = 4  # requests in flight per served endpoint; like the batch size, not part of the identity
     retune_of: str | None = None
     round_dir: str | None = None
     fleet: tuple[tuple[str, str], ...] = ()  # (label, model) per rung named with --ladder-fleet

@@ -113,6 +113,7 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
         Option("max-tokens", "generation bound (default: the preregistered 8192)", type=int, minimum=1),
         Option("timeout", "per-unit timeout in seconds for served rungs (default: the preregistered 600)", type=float),
         Option("batch-size", "units sent to the backend at once (default 1: per-unit latency)", type=int, minimum=1),
+        Option("in-flight", "requests in flight at once per served endpoint (default 4)", type=int, minimum=1),
         Option("retune-of", "the probe directory name this probe retunes (recorded in its metadata)"),
         Option("dial", "retune: NAME=JSON_VALUE for a registered dial (repeatable)", repeat=True),
         Option("round-dir", "a folder of probe directories to judge together (instrument verdict, retune rule); "
@@ -154,7 +155,8 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
             rung=run.model, state=state, seed=seed,
             units_per_tier=_given(run.option("units-per-tier"), spec.units_per_tier),
             max_tokens=_given(run.option("max-tokens"), spec.max_tokens),
-            timeout_s=float(timeout), batch_size=_given(run.option("batch-size"), 1), retune_of=retune_of,
+            timeout_s=float(timeout), batch_size=_given(run.option("batch-size"), 1),
+            in_flight=_given(run.option("in-flight"), 4), retune_of=retune_of,
             round_dir=round_dir, fleet=parse_fleet(run.option("fleet") or []),
         )
 
@@ -215,7 +217,8 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
         self.recognize_model(run.model)
         if run.model.startswith("openai:"):
             keyed = {"api_key_env": run.api_key_env} if run.api_key_env else {}
-            return models.load_model(run.model, timeout=run.settings.timeout_s, **keyed)
+            return models.load_model(run.model, timeout=run.settings.timeout_s,
+                                     max_concurrency=run.settings.in_flight, **keyed)
         return super().load_model(run)
 
     def batch_size(self, run: ProtocolRun) -> int:
@@ -253,7 +256,8 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
         write_metadata(run.path(run.settings.folder_name), self._metadata(run, str(description["revision"])))
 
     def provenance_extra(self, run: ProtocolRun) -> dict[str, Any]:
-        return {"probe": run.settings.folder_name, "batch_size": run.settings.batch_size}
+        return {"probe": run.settings.folder_name, "batch_size": run.settings.batch_size,
+                "in_flight": run.settings.in_flight}
 
     def measure(self, run: ProtocolRun, model: Any, batch: Sequence[Any]) -> list[UnitRecord]:
         """One backend call for the batch; a backend that raises codes every unit of it ``backend_error``."""

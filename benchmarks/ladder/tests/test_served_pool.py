@@ -27,10 +27,12 @@ def two() -> Iterator[tuple[ScriptedServer, ScriptedServer]]:
         yield first, second
 
 
-def probe_units(pytester: pytest.Pytester, results: Path, model: str) -> list[dict]:
+def probe_units(pytester: pytest.Pytester, results: Path, model: str, *more: str) -> list[dict]:
     result = run_ladder(pytester, results, "--model", model, "--ladder-units-per-tier", "3", "--ladder-max-tokens",
-                        "16", "--ladder-batch-size", "4", in_process=True)
-    assert report_of(results)["benchmark"]["protocols"]["ladder"]["status"] == "complete", result.stdout.str()
+                        "16", "--ladder-batch-size", "8", *more, in_process=True)
+    protocol = report_of(results)["benchmark"]["protocols"]["ladder"]
+    assert protocol["status"] == "complete", result.stdout.str()
+    assert protocol["provenance"]["extra"]["in_flight"] == (int(more[-1]) if more else 4)
     [folder] = find_probes(results)
     assert rescore(folder)["disagreements"] == []
     return [json.loads(line) for line in (folder / UNITS_FILE).read_text().splitlines()]
@@ -39,11 +41,12 @@ def probe_units(pytester: pytest.Pytester, results: Path, model: str) -> list[di
 def test_a_pool_of_two_endpoints_records_what_one_endpoint_does(pytester: pytest.Pytester, tmp_path: Path,
                                                                   two) -> None:
     urls = [f"{server.url}/pad40/v1" for server in two]
-    pooled = probe_units(pytester, tmp_path / "pool", "openai:served-model@" + ",".join(urls))
+    pooled = probe_units(pytester, tmp_path / "pool", "openai:served-model@" + ",".join(urls), "--ladder-in-flight", "2")
     assert len(pooled) == len({u["unit_id"] for u in pooled}) == 15
     assert {u["endpoint"] for u in pooled} == set(urls)
     for url, server in zip(urls, two):
         assert len(server.requests) == sum(u["endpoint"] == url for u in pooled)  # one request per unit
+        assert server.max_in_flight["pad40"] <= 2  # --ladder-in-flight, per endpoint
     alone = probe_units(pytester, tmp_path / "alone", f"openai:served-model@{urls[0]}")
     assert {u["endpoint"] for u in alone} == {urls[0]}
 
