@@ -40,6 +40,7 @@ ENTRY_POINT_GROUP = "preregbench.protocols"
 #: The suite's own protocols: name -> ``module:attribute``.
 BUILTIN: dict[str, str] = {
     "cwr": "benchmarks.cwr.protocol:PROTOCOL",
+    "imported": "benchmarks.imported.protocol:PROTOCOL",
     "ladder": "benchmarks.ladder.protocol:PROTOCOL",
     "pzombie": "benchmarks.pzombie.protocol:PROTOCOL",
     "res": "benchmarks.res.protocol:PROTOCOL",
