@@ -151,6 +151,9 @@ def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
     protocol_b, prov_b, records_b = load_run(run_b)
     if prov_a.protocol != prov_b.protocol:
         raise CompareRefused(f"the runs are of different protocols ({prov_a.protocol} and {prov_b.protocol})")
+    problem = protocol_a.pairing_problem(records_a, records_b)
+    if problem:
+        raise CompareRefused(f"the runs cannot be compared sample by sample: {problem}")
     fix_a, fix_b = dict(prov_a.fixtures_sha256), dict(prov_b.fixtures_sha256)
     if fix_a != fix_b:
         names = sorted(set(fix_a) | set(fix_b))

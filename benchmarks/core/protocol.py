@@ -175,6 +175,13 @@ class Protocol(Generic[U, R]):
         one-line :class:`PreregbenchError` for a log it cannot read.  Default: none."""
         return {}
 
+    def import_scaffold(self, name: str, log: str | Path, folder: str, fmt: str | None = None,
+                        task: str | None = None) -> dict[str, str]:
+        """The files of a new protocol folder ``name`` (written at ``folder``) whose prereg is drawn from the log
+        ``log`` (``preregbench new NAME --from-import LOG``): relative path -> text; :class:`UsageProblem` (one
+        line) for a log it cannot read.  Default: :class:`UsageProblem` (the protocol imports no logs)."""
+        raise UsageProblem(f"{self.label} scaffolds no protocol from a log")
+
     def executed_files(self, run_dir: Path) -> list[str]:
         """The paths in ``run_dir`` that the protocol's rescorer executes, as the run directory names them; each
         must be a key of :attr:`shipped_code` for ``preregbench verify`` to run the rescorer.  Default: the

@@ -14,6 +14,7 @@ the run directory alone (:attr:`ImportedProtocol.data_in_run_dir`).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import weakref
 from pathlib import Path
@@ -24,6 +25,7 @@ from benchmarks.core import ModelChoice, Option, Protocol, ProtocolRun, UsagePro
 from benchmarks.core import LedgerError, bounded
 
 from .importers import IMPORTERS, ImportRefused, import_log, read_import
+from .scaffold import files as scaffold_files
 from .metrics import binary_outcomes, decide, interval_methods, metric_names, metrics_of, paired_mean_bootstrap
 from .spec import HERE, IMPORTED_MODEL, DecidedSample, ImportedPrereg, ImportedSample
 
@@ -52,7 +54,6 @@ def _parse_time(text: Any) -> _dt.datetime | None:
 class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
     """The samples of one imported evaluation, decided by the rules of ``prereg.toml``."""
 
-    title = "imported"
     prereg_schema = ImportedPrereg
     record_type = DecidedSample
     record_key = "unit"
@@ -101,7 +102,7 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
             records = read_ledger(run_dir / "records.jsonl", DecidedSample, "unit")
         except (LedgerError, OSError) as exc:
             raise UsageProblem(f"{run_dir}: the run's records cannot be read: {exc}") from None
-        names = [f.name for f in ImportedSample.__dataclass_fields__.values()]
+        names = [f.name for f in dataclasses.fields(ImportedSample)]
         return header, [ImportedSample(**{n: getattr(r, n) for n in names}) for r in records]
 
     def import_header(self, run_dir: Path) -> dict[str, Any]:
@@ -251,11 +252,21 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
     def importers(self) -> dict[str, Callable[..., dict[str, Any]]]:
         return {fmt: (lambda source, out, task=None, _fmt=fmt: import_log(_fmt, source, out, task)) for fmt in IMPORTERS}
 
-    def prereg_from_import(self, header: Mapping[str, Any], samples: Sequence[ImportedSample], name: str) -> str:
-        """A prereg for a protocol ``name`` over samples like these (``preregbench new NAME --from-import``)."""
-        from .scaffold import prereg_text  # the scaffold's template, read only by preregbench new
-
-        return prereg_text(header, samples, name)
+    def import_scaffold(self, name: str, log: str | Path, folder: str, fmt: str | None = None,
+                        task: str | None = None) -> dict[str, str]:
+        """The files of a protocol folder ``name`` over samples like those of ``log`` (``preregbench new NAME
+        --from-import LOG``): relative path -> text.  ``fmt`` defaults to what the path looks like: a folder or a
+        ``results_*.json`` is lm-eval output, a ``.eval`` or ``.json`` file an inspect_ai log."""
+        log = Path(log)
+        if fmt is None:
+            fmt = "lm-eval" if log.is_dir() or log.name.startswith("results_") else "inspect"
+        if fmt not in IMPORTERS:
+            raise UsageProblem(f"unknown log format {fmt!r}; choose one of: {', '.join(IMPORTERS)}")
+        try:
+            header, samples = IMPORTERS[fmt](log, task)
+            return scaffold_files(header, samples, name, folder)
+        except ValueError as exc:  # ImportRefused, or a log without any score
+            raise UsageProblem(" ".join(str(exc).split())) from None
 
 
 PROTOCOL = ImportedProtocol(HERE)
