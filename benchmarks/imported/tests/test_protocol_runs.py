@@ -1,0 +1,157 @@
+"""Imported runs decided by a frozen prereg, checked by the rescorer, verify and compare.
+
+* the built-in prereg decides the committed lm-eval runs of SmolLM2 and Gemma 3 (both at chance:
+  NOT_ABOVE_CHANCE), the rule pattern and the rescorer agree; compare pairs the two runs sample by sample
+  and refuses an import that lacks a sample, naming it;
+* in a git repository of its own, a protocol scaffolded with ``preregbench new --from-import`` decides an
+  inspect_ai log made after its prereg was committed (VERIFIED) and an lm-eval log made before
+  (EXPLORATORY, saying why).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.core.compare import CompareRefused, compare_runs, table
+from benchmarks.core.selfcheck import expected_pattern, outcomes_by_name, read_report, run_protocol, run_rescorer
+from benchmarks.core.verify import SNAPSHOT_FILE
+from benchmarks.imported.importers import import_log
+from benchmarks.imported.protocol import PROTOCOL
+
+from .conftest import LMEVAL
+
+DECISION = PROTOCOL.classifications["classification"]
+GIT_ENV = {"GIT_AUTHOR_NAME": "preregbench test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
+           "GIT_COMMITTER_NAME": "preregbench test", "GIT_COMMITTER_EMAIL": "test@example.invalid"}
+
+
+def decide(pytester: pytest.Pytester, results: Path, source: Path, run_id: str) -> Path:
+    result = run_protocol(pytester, PROTOCOL.folder, results, f"--imported-source={source}", f"--run-id={run_id}")
+    report, run_dir = read_report(results, PROTOCOL.name, result)
+    entry = report["benchmark"]["protocols"][PROTOCOL.name]
+    assert entry["status"] == "complete", result.stdout.str()
+    assert entry["classifications"]["decision"]["outcome"]["label"] == "NOT_ABOVE_CHANCE"
+    outcomes = outcomes_by_name(report)
+    assert [outcomes[f"test_decision[{rule}]"] for rule in DECISION.labels] == expected_pattern(DECISION,
+                                                                                                 "NOT_ABOVE_CHANCE")
+    assert result.ret == 1
+    return run_dir
+
+
+def test_two_lm_eval_runs_are_decided_and_compared(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    import_log("lm-eval", LMEVAL / "smollm2", tmp_path / "smollm2")
+    import_log("lm-eval", LMEVAL / "gemma", tmp_path / "gemma")
+    smollm2 = decide(pytester, results / "a", tmp_path / "smollm2", "smollm2")
+    gemma = decide(pytester, results / "b", tmp_path / "gemma", "gemma")
+    rescored = run_rescorer(PROTOCOL.folder / "rescore.py", smollm2)
+    assert rescored["classification"] == "NOT_ABOVE_CHANCE" and rescored["disagreements"] == []
+    assert rescored["metrics"]["accuracy"] == 0.25 and rescored["metrics"]["units"] == 24
+
+    compared = compare_runs(smollm2, gemma)
+    overall = compared["measures"][0]
+    assert (overall["measure"], overall["units"], overall["accuracy_a"], overall["accuracy_b"]) == \
+        ("accuracy", 24, 0.25, 0.25)
+    assert overall["table"]["a_only"] == overall["table"]["b_only"] and overall["mcnemar_exact_p"] == 1.0
+    assert [m["measure"] for m in compared["measures"]] == ["accuracy", "subset.even.accuracy", "subset.odd.accuracy"]
+    assert "McNemar p" in table(compared)
+
+    records = (tmp_path / "smollm2" / "samples.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "short").mkdir()
+    (tmp_path / "short" / "import.json").write_bytes((tmp_path / "smollm2" / "import.json").read_bytes())
+    (tmp_path / "short" / "samples.jsonl").write_text("".join(records[:-1]))
+    result = run_protocol(pytester, PROTOCOL.folder, results / "c", f"--imported-source={tmp_path / 'short'}",
+                          "--run-id=short")
+    report, short = read_report(results / "c", PROTOCOL.name, result)
+    assert report["benchmark"]["protocols"]["imported"]["classifications"]["decision"]["outcome"]["label"] == \
+        "INCOMPLETE"
+    with pytest.raises(CompareRefused, match="sample 23#1 is in run A and not in run B; the runs hold different "
+                                             "sample sets"):
+        compare_runs(smollm2, short)
+
+
+def test_a_sample_whose_input_differs_is_named() -> None:
+    from benchmarks.imported.importers import import_lm_eval
+    from benchmarks.imported.metrics import decide as decide_sample
+
+    source = PROTOCOL.spec.source
+    samples = import_lm_eval(LMEVAL / "smollm2")[1]
+    a = [decide_sample(s, source) for s in samples]
+    b = list(a)
+    b[5] = decide_sample(samples[5].__class__(**{**samples[5].__dict__, "input_sha256": "0" * 64}), source)
+    assert PROTOCOL.pairing_problem(a, b).startswith("sample 5#1: its input differs between the runs")
+    assert PROTOCOL.pairing_problem(a, a) is None
+
+
+# --------------------------------------------------------------------------- verify: prospective or not
+
+
+def git(folder: Path, *args: str, **env: str) -> None:
+    subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, check=True,
+                   env={**os.environ, **GIT_ENV, **env})
+
+
+def project(pytester: pytest.Pytester, name: str, log: Path, committed_at: str | None) -> Path:
+    """A git repository holding ``protocols/<name>`` scaffolded from ``log``, frozen and committed."""
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\n'
+                               'addopts = ["-p", "no:cacheprovider", "-m", "not cpu and not gpu"]\n')
+    pytester.makeconftest('pytest_plugins = ["benchmarks.core.plugin"]\n')
+    (pytester.path / ".gitignore").write_text("results/\n__pycache__/\n")
+    (pytester.path / "protocols").mkdir()
+    (pytester.path / "protocols" / "__init__.py").write_text("")
+    done = subprocess.run([sys.executable, "-m", "benchmarks.core.cli", "new", name, "--into", "protocols",
+                           "--from-import", str(log)], cwd=pytester.path, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    prereg = pytester.path / "protocols" / name / "prereg.toml"
+    digest = hashlib.sha256(prereg.read_bytes()).hexdigest()
+    snapshot = pytester.path / SNAPSHOT_FILE
+    snapshot.parent.mkdir(parents=True)
+    snapshot.write_text("# serializer version: 1\n# name: test_preregistrations_are_frozen\n  dict({\n"
+                        f"    'protocols/{name}/prereg.toml': '{digest}',\n  }})\n# ---\n")
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-q", "-m", "preregistered", **({"GIT_COMMITTER_DATE": committed_at}
+                                                                 if committed_at else {}))
+    return pytester.path
+
+
+def run_and_verify(pytester: pytest.Pytester, root: Path, name: str, imported: Path) -> tuple[int, list[str]]:
+    result = pytester.runpytest_subprocess(f"protocols/{name}", "-m", "cpu", "-p", "no:randomly",
+                                           f"--{name}-source={imported}")
+    runs = sorted((root / "results" / name).glob("*/report.json"))
+    assert len(runs) == 1, result.stdout.str()
+    done = subprocess.run([sys.executable, "-m", "benchmarks.core.verify", str(runs[0].parent)], cwd=root,
+                          capture_output=True, text=True, check=False)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout.splitlines()
+
+
+def test_an_inspect_log_made_after_its_prereg_is_verified(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,
+                                                          inspect_logs: dict[str, Path]) -> None:
+    root = project(pytester, "addition", inspect_logs["eval"], "2000-01-01T00:00:00+00:00")
+    imported = tmp_path_factory.mktemp("import") / "addition"
+    import_log("inspect", inspect_logs["eval"], imported)
+    status, lines = run_and_verify(pytester, root, "addition", imported)
+    assert (status, lines[-1]) == (0, "VERIFIED"), lines
+    assert any(line.startswith("ok           prospective: the imported inspect log") and "after protocols/addition/"
+               "prereg.toml was committed at 2000-01-01" in line for line in lines), lines
+    assert any("derives decision = TOO_MANY_ERRORS" in line for line in lines), lines  # 2 errored units of 12
+
+
+def test_an_lm_eval_log_older_than_its_prereg_is_exploratory(pytester: pytest.Pytester,
+                                                             tmp_path_factory: pytest.TempPathFactory) -> None:
+    root = project(pytester, "addition", LMEVAL / "smollm2", None)  # committed now, after the log of 2026-12-06
+    imported = tmp_path_factory.mktemp("import") / "addition"
+    import_log("lm-eval", LMEVAL / "smollm2", imported)
+    status, lines = run_and_verify(pytester, root, "addition", imported)
+    assert status == 1, lines
+    assert lines[-1].startswith("EXPLORATORY: fixtures.json: the imported lm-eval log samples_tiny_addition_"), lines
+    assert "(created) at 2026-12-06T15:41:51.882929+00:00, before protocols/addition/prereg.toml was committed at" \
+        in lines[-1] and lines[-1].endswith("the decision is exploratory, not confirmatory"), lines
+    assert [line.split()[0] for line in lines[:-1]].count("EXPLORATORY") == 1, lines
