@@ -37,7 +37,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from benchmarks.core import (LedgerError, PreregbenchError, atomic_write_json, atomic_write_text, canonical_json,
+from benchmarks.core import (LedgerError, PreregbenchError, atomic_write_bytes, atomic_write_json, canonical_json,
                              read_ledger, sha256_json)
 from benchmarks.core import bounded
 from benchmarks.core.bounded import OverLimitError
@@ -78,6 +78,27 @@ def _plain(value: Any) -> Any:
     if callable(dump):
         return _plain(dump(mode="json", exclude_none=True))
     return str(value)
+
+
+def _input_sha256(value: Any) -> str:
+    """sha256 of the canonical JSON of an input (a text's canonical JSON is its JSON string, spelled directly)."""
+    if isinstance(value, str):
+        try:
+            return hashlib.sha256(json.dumps(value, ensure_ascii=False).encode("utf-8")).hexdigest()
+        except UnicodeEncodeError:  # a lone surrogate: as sha256_json spells it
+            pass
+    return sha256_json(value)
+
+
+def _line(body: Mapping[str, Any]) -> bytes:
+    """One ``samples.jsonl`` line: the canonical JSON of a record of plain values (as the suite's ledger writes it:
+    sorted keys, compact, non-ASCII kept, escaped only where a lone surrogate leaves no UTF-8 form)."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+                + "\n").encode("ascii")
 
 
 def _unit(sample_id: str, epoch: int) -> str:
@@ -178,7 +199,7 @@ def import_inspect(path: str | os.PathLike[str], task: str | None = None) -> tup
         completion = sample.output.completion if sample.output is not None else None
         samples.append(ImportedSample(
             unit=_unit(sample_id, int(sample.epoch)), sample_id=sample_id, epoch=int(sample.epoch), task=spec.task,
-            input_sha256=sha256_json(data_input), input=data_input, target=_plain(sample.target),
+            input_sha256=_input_sha256(data_input), input=data_input, target=_plain(sample.target),
             answer=None if error is not None else completion, scores=scores,
             error=" ".join(str(error).split())[:2000] if error is not None else None,
             metadata=_plain(sample.metadata or {}), started_at=_plain(getattr(sample, "started_at", None)),
@@ -335,7 +356,7 @@ def _lm_eval_sample(raw: Any, task: str, where: str) -> tuple[ImportedSample, st
         raise ImportRefused(f"{where}: doc_id {doc_id}: 'metrics' names a value the sample lacks")
     sample_id = str(doc_id)
     sample = ImportedSample(
-        unit=_unit(sample_id, 1), sample_id=sample_id, epoch=1, task=task, input_sha256=sha256_json(prompt),
+        unit=_unit(sample_id, 1), sample_id=sample_id, epoch=1, task=task, input_sha256=_input_sha256(prompt),
         input=prompt, target=_plain(target), answer=_answer(raw.get("filtered_resps")),
         scores={m: _plain(raw[m]) for m in metric_names}, error=None,
         metadata={k: v for k, v in doc.items() if isinstance(v, (str, int, float, bool)) or v is None}
@@ -357,7 +378,7 @@ def _lm_eval_samples(path: Path, task: str) -> tuple[list[ImportedSample], str]:
         for number, line in lines:
             where = f"{path}: line {number}"
             try:
-                raw = bounded.loads(line.decode("utf-8"), where)
+                raw = bounded.loads(line.decode("utf-8"), where, check_every_number=True)
             except OverLimitError as exc:
                 raise ImportRefused(str(exc)) from None
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -458,12 +479,8 @@ def write_import(out: str | os.PathLike[str], header: Mapping[str, Any], samples
         raise ImportRefused(f"{out}: exists and is not an empty folder; choose a new --out")
     out.mkdir(parents=True, exist_ok=True)
     version = ImportedSample.SCHEMA_VERSION
-    lines = []
-    for sample in samples:
-        body = dict(sample.__dict__)
-        body["schema_version"] = version
-        lines.append(canonical_json(body))
-    atomic_write_text(out / SAMPLES_FILE, "".join(line + "\n" for line in lines))
+    atomic_write_bytes(out / SAMPLES_FILE, b"".join(_line({**sample.__dict__, "schema_version": version})
+                                                    for sample in samples))
     atomic_write_json(out / HEADER_FILE, dict(header))
     return out
 

@@ -72,10 +72,10 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
     # ----------------------------------------------------------------- the import a run reads
 
     def preregistered_model(self, scale: str | None) -> ModelChoice:
-        return ModelChoice(IMPORTED_MODEL)
+        return ModelChoice(self.spec.model.id)
 
     def default_device(self) -> str:
-        return "cpu"
+        return self.spec.model.device
 
     def _import_of(self, run: ProtocolRun) -> tuple[dict[str, Any], list[ImportedSample]]:
         """(header, samples) of the run: from ``--imported-source``, else from a finished run directory."""

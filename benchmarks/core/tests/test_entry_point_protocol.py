@@ -67,7 +67,7 @@ def test_a_protocol_of_an_installed_package_runs_by_name(tmp_path: Path) -> None
     # without the distribution on the path the name is unknown, with the close names offered
     unknown = preregbench(tmp_path, [], "run", "tally", "--model", "scripted-oracle")
     assert unknown.returncode == 4 and unknown.stdout == ""
-    assert unknown.stderr.strip() == ("preregbench run: no protocol 'tally'; available: cwr, ladder, pzombie, res "
+    assert unknown.stderr.strip() == ("preregbench run: no protocol 'tally'; available: cwr, imported, ladder, pzombie, res "
                                       "(or give a folder holding prereg.toml and conftest.py)")
 
 
