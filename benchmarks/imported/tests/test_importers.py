@@ -163,3 +163,16 @@ def test_without_inspect_ai_the_line_names_the_extra(monkeypatch: pytest.MonkeyP
     (tmp_path / "x.eval").write_bytes(b"PK")
     with pytest.raises(ImportRefused, match=r"install the 'inspect' extra \(pip install 'preregbench\[inspect\]'\)"):
         import_inspect(tmp_path / "x.eval")
+
+
+def test_a_number_over_the_reading_limit_is_refused_in_a_sample_line(tmp_path: Path) -> None:
+    folder, _, samples = copy_lm_eval(tmp_path)
+    lines = samples.read_text(encoding="utf-8").splitlines(keepends=True)
+    samples.write_text(lines[0].replace('"doc_id": 0', '"doc_id": ' + "9" * 100, 1) + "".join(lines[1:]),
+                       encoding="utf-8")
+    with pytest.raises(ImportRefused, match=r"line 1: the number 99999999999999999999\.\.\. \(100 characters\) is over "
+                                            "the limit of 64 characters"):
+        import_lm_eval(folder)
+    samples.write_text(lines[0].replace('"acc": 0.0', '"acc": 1e999', 1) + "".join(lines[1:]), encoding="utf-8")
+    with pytest.raises(ImportRefused, match="line 1: the number 1e999 is beyond the range of a float"):
+        import_lm_eval(folder)

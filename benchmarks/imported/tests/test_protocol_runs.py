@@ -155,3 +155,24 @@ def test_an_lm_eval_log_older_than_its_prereg_is_exploratory(pytester: pytest.Py
     assert "(created) at 2026-12-06T15:41:51.882929+00:00, before protocols/addition/prereg.toml was committed at" \
         in lines[-1] and lines[-1].endswith("the decision is exploratory, not confirmatory"), lines
     assert [line.split()[0] for line in lines[:-1]].count("EXPLORATORY") == 1, lines
+
+
+def test_scores_that_are_not_0_or_1_are_compared_by_a_paired_bootstrap() -> None:
+    from benchmarks.imported.importers import import_lm_eval
+    from benchmarks.imported.metrics import decide as decide_sample
+
+    source = PROTOCOL.spec.source
+    samples = import_lm_eval(LMEVAL / "smollm2")[1]
+
+    def scored(value: float, index: int) -> object:
+        sample = samples[index]
+        return decide_sample(sample.__class__(**{**sample.__dict__, "scores": {"acc": value}}), source)
+
+    a = [scored(0.5 if i % 2 else 1.0, i) for i in range(len(samples))]  # partial credit: no per-unit success
+    b = [scored(0.25, i) for i in range(len(samples))]
+    assert PROTOCOL.paired_outcomes(a) == {}
+    (row,) = PROTOCOL.paired_statistics(a, b)
+    assert (row["measure"], row["units"], row["value_a"], row["value_b"]) == ("acc mean", 24, 0.75, 0.25)
+    assert row["difference"] == 0.5 and row["interval"]["method"] == "paired-cluster-bootstrap"
+    assert 0.25 < row["interval"]["low"] < 0.5 < row["interval"]["high"] < 0.75
+    assert PROTOCOL.paired_statistics(a, b) == [row]  # seeded
