@@ -21,6 +21,7 @@ from statistics import NormalDist
 from typing import Any, Iterable, Mapping, Sequence
 
 from benchmarks.core import stats
+from benchmarks.core.paired import tango_rao_scott_interval
 
 from .spec import DecidedSample, ImportedSample, SourceSpec, score_number
 
@@ -41,12 +42,40 @@ def subset_of(sample: ImportedSample, source: SourceSpec) -> str | None:
     return None if value is None else str(value)
 
 
-def decide(sample: ImportedSample, source: SourceSpec) -> DecidedSample:
-    """The run's record of one imported unit: its score as a number, its outcome, cluster and subset."""
+def reading(sample: ImportedSample, source: SourceSpec) -> tuple[float | None, str]:
+    """The preregistered scorer's value of a unit as a number, and the unit's outcome."""
     value = None if sample.error is not None else score_number(sample.scores.get(source.scorer))
-    outcome = "errored" if sample.error is not None else ("scored" if value is not None else "unscored")
+    return value, ("errored" if sample.error is not None else ("scored" if value is not None else "unscored"))
+
+
+def decide(sample: ImportedSample, source: SourceSpec, baseline: ImportedSample | None = None) -> DecidedSample:
+    """The run's record of one imported unit: its score as a number, its outcome, cluster and subset, and with a
+    baseline the same unit of the baseline run."""
+    value, outcome = reading(sample, source)
+    paired: dict[str, Any] = {}
+    if baseline is not None:
+        base_value, base_outcome = reading(baseline, source)
+        paired = {"baseline_scores": dict(baseline.scores), "baseline_error": baseline.error,
+                  "baseline_value": base_value, "baseline_outcome": base_outcome}
     return DecidedSample(**sample.__dict__, value=value, outcome=outcome, cluster=cluster_of(sample, source),
-                         subset=subset_of(sample, source))
+                         subset=subset_of(sample, source), **paired)
+
+
+def first_difference(a: Sequence[ImportedSample], b: Sequence[ImportedSample]) -> str | None:
+    """The first way two sets of samples cannot be paired unit by unit (by unit key), or None."""
+    by_a = {s.unit: s for s in a}
+    by_b = {s.unit: s for s in b}
+    for unit in sorted(set(by_a) | set(by_b)):
+        if unit not in by_b or unit not in by_a:
+            where, other = ("A", "B") if unit in by_a else ("B", "A")
+            return f"sample {unit} is in run {where} and not in run {other}; the runs hold different sample sets"
+        if by_a[unit].input_sha256 != by_b[unit].input_sha256:
+            return (f"sample {unit}: its input differs between the runs (sha256 {by_a[unit].input_sha256[:12]} in A, "
+                    f"{by_b[unit].input_sha256[:12]} in B)")
+        if by_a[unit].target != by_b[unit].target:
+            return f"sample {unit}: its target differs between the runs ({by_a[unit].target!r} in A, " \
+                   f"{by_b[unit].target!r} in B)"
+    return None
 
 
 def _interval(records: Sequence[DecidedSample], metric: str, confidence: float) -> tuple[float | None, float | None, Any]:
@@ -89,6 +118,37 @@ def _block(records: Sequence[DecidedSample], metric: str, confidence: float, pre
     }
 
 
+def _baseline_block(records: Sequence[DecidedSample], metric: str, confidence: float) -> dict[str, Any]:
+    """The baseline's metric over the same units, the difference (run - baseline) and its paired interval:
+    for accuracy Tango's score interval divided by the Rao-Scott design effect of the clusters (plain Tango when
+    every cluster holds one unit), for a mean the cluster-robust normal interval of the per-unit differences."""
+    out: dict[str, Any] = {f"baseline_{metric}": None, "difference": None, "difference_low": None,
+                           "difference_high": None}
+    if not records or any(r.baseline_outcome is None for r in records):
+        return out
+    mine = [r.value if r.value is not None else 0.0 for r in records]
+    theirs = [r.baseline_value if r.baseline_value is not None else 0.0 for r in records]
+    n = len(records)
+    out[f"baseline_{metric}"] = math.fsum(theirs) / n
+    out["difference"] = math.fsum(mine) / n - math.fsum(theirs) / n
+    if metric == "accuracy":
+        if any(v not in (0.0, 1.0) for v in mine + theirs):
+            return out
+        found = tango_rao_scott_interval([(r.cluster, a == 1.0, b == 1.0) for r, a, b in zip(records, mine, theirs)],
+                                         confidence)
+        out.update(difference_low=found.low, difference_high=found.high)
+        return out
+    clusters: dict[str, list[float]] = {}
+    for record, a, b in zip(records, mine, theirs):
+        clusters.setdefault(record.cluster, []).append(a - b)
+    if len(clusters) >= 2:
+        mean = out["difference"]
+        spread = math.fsum((math.fsum(c) - len(c) * mean) ** 2 for c in clusters.values())
+        half = NormalDist().inv_cdf(0.5 + confidence / 2.0) * math.sqrt(spread) / n
+        out.update(difference_low=mean - half, difference_high=mean + half)
+    return out
+
+
 def metrics_of(records: Sequence[DecidedSample], source: SourceSpec) -> dict[str, Any]:
     """Every metric a rule of an imported run may read (see the module's docstring)."""
     n = len(records)
@@ -105,6 +165,7 @@ def metrics_of(records: Sequence[DecidedSample], source: SourceSpec) -> dict[str
         "clusters": len({r.cluster for r in records}),
     }
     out.update(_block(records, source.metric, source.confidence, ""))
+    out.update(_baseline_block(records, source.metric, source.confidence))
     for name in source.subsets:
         chosen = [r for r in records if r.subset == name]
         out.update(_block(chosen, source.metric, source.confidence, f"subset.{name}."))
@@ -159,5 +220,5 @@ def paired_mean_bootstrap(a: Mapping[str, DecidedSample], b: Mapping[str, Decide
             "low": float(low), "high": float(high), "clusters": len(sums), "resamples": resamples, "seed": seed}
 
 
-__all__ = ["binary_outcomes", "cluster_of", "decide", "interval_methods", "metric_names", "metrics_of",
-           "paired_mean_bootstrap", "subset_of"]
+__all__ = ["binary_outcomes", "cluster_of", "decide", "first_difference", "interval_methods", "metric_names", "metrics_of",
+           "paired_mean_bootstrap", "reading", "subset_of"]

@@ -26,7 +26,8 @@ from benchmarks.core import LedgerError, bounded
 
 from .importers import IMPORTERS, ImportRefused, import_log, read_import
 from .scaffold import files as scaffold_files
-from .metrics import binary_outcomes, decide, interval_methods, metric_names, metrics_of, paired_mean_bootstrap
+from .metrics import (binary_outcomes, decide, first_difference, interval_methods, metric_names, metrics_of,
+                      paired_mean_bootstrap)
 from .spec import HERE, IMPORTED_MODEL, DecidedSample, ImportedPrereg, ImportedSample
 
 #: The fixture set of an imported run: what identifies each unit (id, epoch, input hash, target), not the answers.
@@ -59,7 +60,10 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
     record_key = "unit"
     needs: Mapping[str, str] = {}
     options = (Option("source", "the import directory (written by preregbench import ... --out DIR) whose samples "
-                                "the run decides; not needed to re-read a finished run"),)
+                                "the run decides; not needed to re-read a finished run"),
+               Option("baseline", "an import directory of a baseline run on the same samples (another model, say): "
+                                  "the rules may then read baseline_<metric> and difference with its paired "
+                                  "interval"))
     #: The units are data the run directory holds (the imported samples), not generated: ``verify`` rebuilds the
     #: fixture set from the run directory's own records.
     data_in_run_dir = True
@@ -68,6 +72,7 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
         super().__init__(folder)
         self._loaded: "weakref.WeakKeyDictionary[ProtocolRun, tuple[dict[str, Any], list[ImportedSample]]]" = \
             weakref.WeakKeyDictionary()
+        self._baselines: "weakref.WeakKeyDictionary[ProtocolRun, Any]" = weakref.WeakKeyDictionary()
 
     # ----------------------------------------------------------------- the import a run reads
 
@@ -92,6 +97,25 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
         self._loaded[run] = loaded
         return loaded
 
+    def _baseline_of(self, run: ProtocolRun) -> tuple[dict[str, Any], dict[str, ImportedSample]] | None:
+        """(header, samples by unit) of the baseline import (``--<protocol>-baseline``), None without one; a
+        finished run's from its ``fixtures.json`` header (the samples are then in its records)."""
+        if run in self._baselines:
+            return self._baselines[run]
+        source = run.option("baseline")
+        found: Any = None
+        if source is not None:
+            try:
+                header, samples = read_import(source)
+            except ImportRefused as exc:
+                raise UsageProblem(f"--{self.name}-baseline: {exc}") from None
+            found = (header, {s.unit: s for s in samples})
+        elif run.option("source") is None and (run.location / "fixtures.json").is_file():
+            header = self.import_header(run.location, "baseline")
+            found = (header, {}) if header is not None else None
+        self._baselines[run] = found
+        return found
+
     def _from_run_dir(self, run_dir: Path) -> tuple[dict[str, Any], list[ImportedSample]]:
         fixtures = run_dir / "fixtures.json"
         if not fixtures.is_file():
@@ -105,18 +129,21 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
         names = [f.name for f in dataclasses.fields(ImportedSample)]
         return header, [ImportedSample(**{n: getattr(r, n) for n in names}) for r in records]
 
-    def import_header(self, run_dir: Path) -> dict[str, Any]:
-        """The import header a finished run recorded in its ``fixtures.json``."""
+    def import_header(self, run_dir: Path, key: str = "import") -> dict[str, Any] | None:
+        """The import header a finished run recorded in its ``fixtures.json`` (``key`` "baseline": the baseline's,
+        None when the run had none)."""
         path = Path(run_dir) / "fixtures.json"
         try:
             text = path.read_text(encoding="utf-8")
             if len(text) > bounded.LIMITS.file_bytes:
                 raise bounded.OverLimitError(f"{path}: over the reading limit")
-            header = bounded.loads(text, str(path)).get("import")
+            header = bounded.loads(text, str(path)).get(key)
         except (OSError, ValueError, AttributeError) as exc:
             raise UsageProblem(f"{path}: the run's import header cannot be read: {exc}") from None
+        if key == "baseline" and header is None:
+            return None
         if not isinstance(header, dict):
-            raise UsageProblem(f"{path}: records no import header")
+            raise UsageProblem(f"{path}: records no {key} header")
         return header
 
     def configure(self, run: ProtocolRun) -> dict[str, Any]:
@@ -134,7 +161,18 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
             known = sorted({name for s in samples for name in s.scores})
             raise UsageProblem(f"no sample carries the preregistered scorer {source.scorer!r}; the log's scorers are "
                                f"{', '.join(known) or 'none'}")
-        return {"format": header["format"], "task": source.task, "source_sha256": header["source"]["sha256"]}
+        baseline = self._baseline_of(run)
+        if baseline is not None and baseline[1]:
+            base_header, base_samples = baseline
+            if base_header.get("format") != header.get("format"):
+                raise UsageProblem(f"the baseline is a {base_header.get('format')} log, the import a "
+                                   f"{header.get('format')} log")
+            problem = first_difference(samples, list(base_samples.values()))
+            if problem:
+                raise UsageProblem(f"the baseline cannot be paired with the import (A: the import, B: the "
+                                   f"baseline): {problem}")
+        return {"format": header["format"], "task": source.task, "source_sha256": header["source"]["sha256"],
+                "baseline_sha256": baseline[0]["source"]["sha256"] if baseline is not None else None}
 
     def deviations(self, run: ProtocolRun) -> list[str]:
         header, _ = self._import_of(run)
@@ -175,7 +213,8 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
                                "input_sha256": s.input_sha256, "target": s.target} for s in run.units]}
 
     def fixture_extras(self, run: ProtocolRun) -> dict[str, Any]:
-        return {"import": self._import_of(run)[0]}
+        baseline = self._baseline_of(run)
+        return {"import": self._import_of(run)[0], "baseline": baseline[0] if baseline is not None else None}
 
     # ----------------------------------------------------------------- measurement: reading the import
 
@@ -190,8 +229,9 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
             "log_format": header.get("format"),
             "log_model_revision": header.get("model_revision"),
         })
+        baseline = self._baseline_of(run)
         for sample in todo:
-            append(decide(sample, self.spec.source))
+            append(decide(sample, self.spec.source, baseline[1][sample.unit] if baseline is not None else None))
 
     # ----------------------------------------------------------------- results
 
@@ -208,19 +248,7 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
 
     def pairing_problem(self, records_a: Sequence[DecidedSample], records_b: Sequence[DecidedSample]) -> str | None:
         """Why two imported runs cannot be compared sample by sample (the first difference), or None."""
-        a = {r.unit: r for r in records_a}
-        b = {r.unit: r for r in records_b}
-        for unit in sorted(set(a) | set(b)):
-            if unit not in b or unit not in a:
-                where, other = ("A", "B") if unit in a else ("B", "A")
-                return f"sample {unit} is in run {where} and not in run {other}; the runs hold different sample sets"
-            if a[unit].input_sha256 != b[unit].input_sha256:
-                return f"sample {unit}: its input differs between the runs (sha256 {a[unit].input_sha256[:12]} in A, " \
-                       f"{b[unit].input_sha256[:12]} in B)"
-            if a[unit].target != b[unit].target:
-                return f"sample {unit}: its target differs between the runs ({a[unit].target!r} in A, " \
-                       f"{b[unit].target!r} in B)"
-        return None
+        return first_difference(records_a, records_b)
 
     def paired_outcomes(self, records: Sequence[DecidedSample]) -> dict[str, dict[str, bool]]:
         return binary_outcomes(records, self.spec.source)

@@ -6,10 +6,12 @@ Standard library only, nothing from the suite: reads RUN_DIR/records.jsonl and
 the preregistration (default: the prereg.toml beside this file), recomputes
 from each record's primitive fields (its scores, error and metadata) the
 preregistered scorer's value as a number, the unit's outcome (scored,
-errored, unscored), its cluster and its subset; then every metric with its
+errored, unscored), its cluster and its subset, and the same of the
+baseline's unit where the run has a baseline; then every metric with its
 interval (Wilson, on the Rao-Scott effective size when clusters hold several
-units; cluster-robust normal for a mean) and the classification by the
-preregistered rule order.  Prints one JSON object: ``classification``,
+units; cluster-robust normal for a mean; for the difference to the baseline
+Tango's paired score interval with the Rao-Scott design effect) and the
+classification by the preregistered rule order.  Prints one JSON object: ``classification``,
 ``metrics``, ``units`` and ``disagreements`` (in record order, one
 ``{"unit", "field", "recorded", "recomputed"}`` per per-unit field that
 differs).  Exit status 0 without disagreements, 1 with some, 2 (one line on
@@ -51,10 +53,17 @@ def number(value):
     return None
 
 
+def reading(scores, error, source):
+    value = None if error is not None else number(scores.get(source["scorer"]))
+    return value, ("errored" if error is not None else ("scored" if value is not None else "unscored"))
+
+
 def derive(record, source):
-    error = record["error"]
-    value = None if error is not None else number(record["scores"].get(source["scorer"]))
-    outcome = "errored" if error is not None else ("scored" if value is not None else "unscored")
+    value, outcome = reading(record["scores"], record["error"], source)
+    baseline_value = baseline_outcome = None
+    if record.get("baseline_scores") is not None or record.get("baseline_error") is not None:
+        baseline_value, baseline_outcome = reading(record.get("baseline_scores") or {}, record.get("baseline_error"),
+                                                   source)
     metadata = record["metadata"]
     if source["cluster"].startswith("metadata."):
         field_value = metadata.get(source["cluster"][len("metadata."):])
@@ -66,7 +75,8 @@ def derive(record, source):
     if source["subset_field"]:
         found = metadata.get(source["subset_field"])
         subset = None if found is None else str(found)
-    return {"value": value, "outcome": outcome, "cluster": cluster, "subset": subset}
+    return {"value": value, "outcome": outcome, "cluster": cluster, "subset": subset,
+            "baseline_value": baseline_value, "baseline_outcome": baseline_outcome}
 
 
 def z_of(confidence):
@@ -122,6 +132,82 @@ def block(derived, metric, confidence, prefix):
             f"{prefix}{metric}_low": low, f"{prefix}{metric}_high": high}
 
 
+def tango_z(b, c, n, delta):
+    a_ = 2.0 * n
+    b_ = -b - c + (2.0 * n - b + c) * delta
+    c_ = -c * delta * (1.0 - delta)
+    q21 = (math.sqrt(max(0.0, b_ * b_ - 4.0 * a_ * c_)) - b_) / (2.0 * a_)
+    variance = n * (2.0 * q21 + delta * (1.0 - delta))
+    numerator = b - c - n * delta
+    if variance <= 1e-300:
+        return 0.0 if numerator == 0 else math.copysign(math.inf, numerator)
+    return numerator / math.sqrt(variance)
+
+
+def bisect(b, c, n, low, high, target):
+    for _ in range(200):
+        if high - low <= 1e-13:
+            break
+        mid = 0.5 * (low + high)
+        if tango_z(b, c, n, mid) > target:
+            low = mid
+        else:
+            high = mid
+    return 0.5 * (low + high)
+
+
+def tango_rao_scott(units, confidence):
+    """Tango's score interval for a paired difference, b, c and n divided by the Rao-Scott design effect of the
+    clusters; ``units`` are (cluster, first success, second success)."""
+    tables = {}
+    for cluster, first, second in units:
+        cells = tables.setdefault(cluster, [0, 0, 0, 0])
+        cells[(0 if second else 1) if first else (2 if second else 3)] += 1
+    total = sum(sum(t) for t in tables.values())
+    b = sum(t[1] for t in tables.values())
+    c = sum(t[2] for t in tables.values())
+    estimate = (b - c) / total
+    largest = max(sum(t) for t in tables.values())
+    unit_variance = (b + c) / total - estimate * estimate
+    if len(tables) < 2 or unit_variance <= 1e-12:
+        deff = float(largest)
+    else:
+        spread = math.fsum(((t[1] - t[2]) - sum(t) * estimate) ** 2 for t in tables.values())
+        deff = min(float(largest), max(1.0, spread / (total * unit_variance)))
+    b, c, n = b / deff, c / deff, total / deff
+    z = z_of(confidence)
+    lower = -1.0 if tango_z(b, c, n, -1.0) <= z else bisect(b, c, n, -1.0, estimate, z)
+    upper = 1.0 if tango_z(b, c, n, 1.0) >= -z else bisect(b, c, n, estimate, 1.0, -z)
+    return lower, upper
+
+
+def baseline_block(derived, metric, confidence):
+    out = {f"baseline_{metric}": None, "difference": None, "difference_low": None, "difference_high": None}
+    if not derived or any(d["baseline_outcome"] is None for d in derived):
+        return out
+    mine = [d["value"] if d["value"] is not None else 0.0 for d in derived]
+    theirs = [d["baseline_value"] if d["baseline_value"] is not None else 0.0 for d in derived]
+    n = len(derived)
+    out[f"baseline_{metric}"] = math.fsum(theirs) / n
+    out["difference"] = math.fsum(mine) / n - math.fsum(theirs) / n
+    if metric == "accuracy":
+        if any(v not in (0.0, 1.0) for v in mine + theirs):
+            return out
+        low, high = tango_rao_scott([(d["cluster"], a == 1.0, b == 1.0) for d, a, b in zip(derived, mine, theirs)],
+                                    confidence)
+        out.update(difference_low=low, difference_high=high)
+        return out
+    clusters = {}
+    for d, a, b in zip(derived, mine, theirs):
+        clusters.setdefault(d["cluster"], []).append(a - b)
+    if len(clusters) >= 2:
+        mean = out["difference"]
+        spread = math.fsum((math.fsum(c) - len(c) * mean) ** 2 for c in clusters.values())
+        half = z_of(confidence) * math.sqrt(spread) / n
+        out.update(difference_low=mean - half, difference_high=mean + half)
+    return out
+
+
 def metrics(records, derived, source):
     n = len(records)
     planned = source["planned_samples"] * source["epochs"]
@@ -137,6 +223,7 @@ def metrics(records, derived, source):
         "clusters": len({d["cluster"] for d in derived}),
     }
     out.update(block(derived, source["metric"], source["confidence"], ""))
+    out.update(baseline_block(derived, source["metric"], source["confidence"]))
     for name in source["subsets"]:
         out.update(block([d for d in derived if d["subset"] == name], source["metric"], source["confidence"],
                          f"subset.{name}."))
@@ -196,7 +283,7 @@ def rescore(prereg, records):
             unit = record["unit"]
         except (KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"records.jsonl: line {line_number} lacks a field ({exc!r})")
-        for field in ("value", "outcome", "cluster", "subset"):
+        for field in ("value", "outcome", "cluster", "subset", "baseline_value", "baseline_outcome"):
             if record.get(field) != found[field]:
                 disagreements.append({"unit": unit, "field": field, "recorded": record.get(field),
                                       "recomputed": found[field]})

@@ -90,6 +90,11 @@ class DecidedSample(ImportedSample):
     outcome: Literal["scored", "errored", "unscored"] = "scored"  # errored: the log says so; unscored: no such score
     cluster: str = ""  # the cluster the unit's interval counts it in
     subset: str | None = None  # the value of the subset field
+    # With a baseline import (--<protocol>-baseline): the same unit of the baseline run, as imported, and its reading.
+    baseline_scores: dict[str, Any] | None = None  # the baseline unit's scores; None without a baseline
+    baseline_error: str | None = None  # the baseline unit's error
+    baseline_value: float | None = None  # the preregistered scorer's value there as a number
+    baseline_outcome: Literal["scored", "errored", "unscored"] | None = None  # None without a baseline
 
 
 def score_number(value: Any) -> float | None:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -74,6 +75,33 @@ def test_two_lm_eval_runs_are_decided_and_compared(pytester: pytest.Pytester, tm
     with pytest.raises(CompareRefused, match="sample 23#1 is in run A and not in run B; the runs hold different "
                                              "sample sets"):
         compare_runs(smollm2, short)
+
+
+def test_a_baseline_run_gives_the_paired_difference(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    for name in ("smollm2", "gemma"):
+        import_log("lm-eval", LMEVAL / name, tmp_path / name)
+    results = tmp_path / "results"
+    result = run_protocol(pytester, PROTOCOL.folder, results, f"--imported-source={tmp_path / 'smollm2'}",
+                          f"--imported-baseline={tmp_path / 'gemma'}")
+    report, run_dir = read_report(results, PROTOCOL.name, result)
+    assert report["benchmark"]["protocols"]["imported"]["status"] == "complete", result.stdout.str()
+    metrics = json.loads((run_dir / "summary.json").read_text())["metrics"]
+    assert (metrics["accuracy"], metrics["baseline_accuracy"], metrics["difference"]) == (0.25, 0.25, 0.0)
+    assert metrics["difference_low"] == pytest.approx(-metrics["difference_high"]) and metrics["difference_high"] > 0.2
+    rescored = run_rescorer(PROTOCOL.folder / "rescore.py", run_dir)
+    assert rescored["disagreements"] == []
+    assert rescored["metrics"]["difference_high"] == pytest.approx(metrics["difference_high"], abs=1e-12)
+
+    records = (tmp_path / "gemma" / "samples.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "short").mkdir()
+    (tmp_path / "short" / "import.json").write_bytes((tmp_path / "gemma" / "import.json").read_bytes())
+    (tmp_path / "short" / "samples.jsonl").write_text("".join(records[:-1]))
+    refused = run_protocol(pytester, PROTOCOL.folder, tmp_path / "refused", f"--imported-source={tmp_path / 'smollm2'}",
+                           f"--imported-baseline={tmp_path / 'short'}")
+    assert refused.ret == 4
+    assert "the baseline cannot be paired with the import (A: the import, B: the baseline): sample 23#1 is in run A " \
+           "and not in run B" in refused.stdout.str() + refused.stderr.str()
+    assert not (tmp_path / "refused").exists() or not list((tmp_path / "refused").rglob("records.jsonl"))
 
 
 def test_a_sample_whose_input_differs_is_named() -> None:
