@@ -57,7 +57,8 @@ def command(args: argparse.Namespace) -> int:
     print(f"imported {header.get('units')} units ({header.get('samples')} samples, {header.get('errored')} errored) "
           f"of task {header.get('task')!r}, model {header.get('model')}, from {args.source} "
           f"(sha256 {str(header.get('source', {}).get('sha256'))[:12]}) into {args.out}")
-    print(f"decide it: preregbench run {protocol.name} --{protocol.name}-source {args.out}")
+    print(f"decide it: preregbench run {protocol.name} --{protocol.name}-source {args.out}   (a protocol folder of "
+          f"yours drafted by preregbench new NAME --from-import: --NAME-source {args.out})")
     return EXIT_OK
 
 

@@ -184,6 +184,20 @@ def test_an_lm_eval_log_older_than_its_prereg_is_exploratory(pytester: pytest.Py
         in lines[-1] and lines[-1].endswith("the decision is exploratory, not confirmatory"), lines
     assert [line.split()[0] for line in lines[:-1]].count("EXPLORATORY") == 1, lines
 
+    # compare finds the protocol folder of the checkout it runs in (the protocol is registered nowhere)
+    import_log("lm-eval", LMEVAL / "gemma", imported.parent / "gemma")
+    pytester.runpytest_subprocess("protocols/addition", "-m", "cpu", f"--addition-source={imported.parent / 'gemma'}",
+                                  "--run-id=gemma")
+    runs = sorted(p.parent for p in (root / "results" / "addition").glob("*/report.json"))
+    first = next(r for r in runs if r.name != "gemma")
+    done = subprocess.run([sys.executable, "-m", "benchmarks.core.cli", "compare", str(first), str(runs[0].parent /
+                           "gemma"), "--json", str(imported.parent / "compare.json")], cwd=root, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].split() == ["measure", "n", "acc", "A", "acc", "B", "A", "-", "B", "95%",
+                                                   "interval", "clusters", "A", "only", "B", "only", "McNemar", "p"]
+    assert done.stdout.splitlines()[2].split()[:4] == ["accuracy", "24", "0.250", "0.250"]
+
 
 def test_scores_that_are_not_0_or_1_are_compared_by_a_paired_bootstrap() -> None:
     from benchmarks.imported.importers import import_lm_eval
