@@ -28,12 +28,14 @@ from benchmarks.imported.protocol import PROTOCOL
 from .conftest import LMEVAL
 
 DECISION = PROTOCOL.classifications["classification"]
+RUN_LIBRARIES_FIRST = ("benchmarks.imported.protocol",)  # imported before pytester's snapshot: runs below are in process
 GIT_ENV = {"GIT_AUTHOR_NAME": "preregbench test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
            "GIT_COMMITTER_NAME": "preregbench test", "GIT_COMMITTER_EMAIL": "test@example.invalid"}
 
 
 def decide(pytester: pytest.Pytester, results: Path, source: Path, run_id: str) -> Path:
-    result = run_protocol(pytester, PROTOCOL.folder, results, f"--imported-source={source}", f"--run-id={run_id}")
+    result = run_protocol(pytester, PROTOCOL.folder, results, f"--imported-source={source}", f"--run-id={run_id}",
+                          in_process=True)
     report, run_dir = read_report(results, PROTOCOL.name, result)
     entry = report["benchmark"]["protocols"][PROTOCOL.name]
     assert entry["status"] == "complete", result.stdout.str()
@@ -68,7 +70,7 @@ def test_two_lm_eval_runs_are_decided_and_compared(pytester: pytest.Pytester, tm
     (tmp_path / "short" / "import.json").write_bytes((tmp_path / "smollm2" / "import.json").read_bytes())
     (tmp_path / "short" / "samples.jsonl").write_text("".join(records[:-1]))
     result = run_protocol(pytester, PROTOCOL.folder, results / "c", f"--imported-source={tmp_path / 'short'}",
-                          "--run-id=short")
+                          "--run-id=short", in_process=True)
     report, short = read_report(results / "c", PROTOCOL.name, result)
     assert report["benchmark"]["protocols"]["imported"]["classifications"]["decision"]["outcome"]["label"] == \
         "INCOMPLETE"
@@ -82,7 +84,7 @@ def test_a_baseline_run_gives_the_paired_difference(pytester: pytest.Pytester, t
         import_log("lm-eval", LMEVAL / name, tmp_path / name)
     results = tmp_path / "results"
     result = run_protocol(pytester, PROTOCOL.folder, results, f"--imported-source={tmp_path / 'smollm2'}",
-                          f"--imported-baseline={tmp_path / 'gemma'}")
+                          f"--imported-baseline={tmp_path / 'gemma'}", in_process=True)
     report, run_dir = read_report(results, PROTOCOL.name, result)
     assert report["benchmark"]["protocols"]["imported"]["status"] == "complete", result.stdout.str()
     metrics = json.loads((run_dir / "summary.json").read_text())["metrics"]
