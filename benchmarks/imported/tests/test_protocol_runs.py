@@ -220,3 +220,38 @@ def test_scores_that_are_not_0_or_1_are_compared_by_a_paired_bootstrap() -> None
     assert row["difference"] == 0.5 and row["interval"]["method"] == "paired-cluster-bootstrap"
     assert 0.25 < row["interval"]["low"] < 0.5 < row["interval"]["high"] < 0.75
     assert PROTOCOL.paired_statistics(a, b) == [row]  # seeded
+
+
+@pytest.mark.slow
+def test_an_inspect_log_of_the_served_bundled_model_is_decided_and_verified(
+        pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """inspect_ai against the bundled SmolLM2 served by ``transformers serve`` on loopback (its OpenAI-compatible
+    API), imported, decided by a prereg committed before the log, and verified."""
+    from inspect_ai import Task, eval as inspect_eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import GenerateConfig, ModelAPI, get_model
+    from inspect_ai.scorer import includes
+    from inspect_ai.solver import generate
+
+    from models import bundled_folder, serve_locally
+
+    async def count_text_tokens(self: object, text: str) -> int:
+        return max(1, len(text.split()))
+
+    monkeypatch.setattr(ModelAPI, "count_text_tokens", count_text_tokens)
+    logs = tmp_path_factory.mktemp("served-logs")
+    monkeypatch.setenv("XDG_DATA_HOME", str(logs / "data"))  # inspect_ai's traces, not in the project (pytester's HOME)
+    dataset = [Sample(id=f"sum-{i}", input=f"What is {i} plus {i}? Answer with a number.", target=str(2 * i))
+               for i in range(6)]
+    task = Task(dataset=dataset, solver=[generate()], scorer=includes(), name="served_addition")
+    with serve_locally(bundled_folder("smollm2-135m-instruct")[0], logs / "server") as (url, name):
+        model = get_model(f"openai-api/local/{name}", base_url=url, api_key="none",
+                          config=GenerateConfig(max_tokens=16, temperature=0.0))
+        pilot = Path(inspect_eval(task, model=model, log_dir=str(logs / "pilot"), display="none")[0].location)
+        root = project(pytester, "served", pilot, "2000-01-01T00:00:00+00:00")
+        log = Path(inspect_eval(task, model=model, log_dir=str(logs / "confirmatory"), display="none")[0].location)
+    imported = tmp_path_factory.mktemp("import") / "served"
+    header = import_log("inspect", log, imported)
+    assert (header["units"], header["errored"], header["model"]) == (6, 0, f"openai-api/local/{name}")
+    status, lines = run_and_verify(pytester, root, "served", imported)
+    assert (status, lines[-1]) == (0, "VERIFIED"), lines
