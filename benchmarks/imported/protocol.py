@@ -83,7 +83,7 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
         return self.spec.model.device
 
     def _import_of(self, run: ProtocolRun) -> tuple[dict[str, Any], list[ImportedSample]]:
-        """(header, samples) of the run: from ``--imported-source``, else from a finished run directory."""
+        """(header, samples) of the run: from ``--<protocol>-source``, else from a finished run directory."""
         if run in self._loaded:
             return self._loaded[run]
         source = run.option("source")
@@ -91,7 +91,7 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
             try:
                 loaded = read_import(source)
             except ImportRefused as exc:
-                raise UsageProblem(f"--imported-source: {exc}") from None
+                raise UsageProblem(f"--{self.name}-source: {exc}") from None
         else:
             loaded = self._from_run_dir(run.location)
         self._loaded[run] = loaded
@@ -119,7 +119,7 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
     def _from_run_dir(self, run_dir: Path) -> tuple[dict[str, Any], list[ImportedSample]]:
         fixtures = run_dir / "fixtures.json"
         if not fixtures.is_file():
-            raise UsageProblem("give --imported-source DIR, an import directory written by preregbench import "
+            raise UsageProblem(f"give --{self.name}-source DIR, an import directory written by preregbench import "
                                "inspect|lm-eval SOURCE --out DIR")
         header = self.import_header(run_dir)
         try:
@@ -134,9 +134,10 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
         None when the run had none)."""
         path = Path(run_dir) / "fixtures.json"
         try:
+            if path.stat().st_size > bounded.LIMITS.file_bytes:
+                raise bounded.OverLimitError(f"{path}: {bounded.size_text(path.stat().st_size)} is over the reading "
+                                             f"limit of {bounded.size_text(bounded.LIMITS.file_bytes)}")
             text = path.read_text(encoding="utf-8")
-            if len(text) > bounded.LIMITS.file_bytes:
-                raise bounded.OverLimitError(f"{path}: over the reading limit")
             header = bounded.loads(text, str(path)).get(key)
         except (OSError, ValueError, AttributeError) as exc:
             raise UsageProblem(f"{path}: the run's import header cannot be read: {exc}") from None
@@ -148,11 +149,12 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
 
     def configure(self, run: ProtocolRun) -> dict[str, Any]:
         if run.model != IMPORTED_MODEL:
-            raise UsageProblem(f"the imported protocol runs no model; leave out --model (its model is {IMPORTED_MODEL})")
+            raise UsageProblem(f"it runs no model but reads an imported log; leave out --model {run.model} (its model "
+                               f"is {IMPORTED_MODEL})")
         header, samples = self._import_of(run)
         source = self.spec.source
         if header.get("format") != source.format:
-            raise UsageProblem(f"the import is a {header.get('format')} log, the prereg names {source.format}")
+            raise UsageProblem(f"the import is of format {header.get('format')}, the prereg names {source.format}")
         tasks = sorted({s.task for s in samples})
         if tasks != [source.task]:
             raise UsageProblem(f"the import holds task(s) {', '.join(tasks) or 'none'}, the prereg names "
@@ -165,8 +167,8 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
         if baseline is not None and baseline[1]:
             base_header, base_samples = baseline
             if base_header.get("format") != header.get("format"):
-                raise UsageProblem(f"the baseline is a {base_header.get('format')} log, the import a "
-                                   f"{header.get('format')} log")
+                raise UsageProblem(f"the baseline is of format {base_header.get('format')}, the import of "
+                                   f"{header.get('format')}")
             problem = first_difference(samples, list(base_samples.values()))
             if problem:
                 raise UsageProblem(f"the baseline cannot be paired with the import (A: the import, B: the "

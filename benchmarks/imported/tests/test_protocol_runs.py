@@ -106,6 +106,19 @@ def test_a_baseline_run_gives_the_paired_difference(pytester: pytest.Pytester, t
     assert not (tmp_path / "refused").exists() or not list((tmp_path / "refused").rglob("records.jsonl"))
 
 
+def test_a_run_without_a_fitting_import_stops_before_any_test(pytester: pytest.Pytester, tmp_path: Path,
+                                                               inspect_logs: dict[str, Path]) -> None:
+    import_log("inspect", inspect_logs["eval"], tmp_path / "inspect")
+    for args, line in (((), "imported cannot run: give --imported-source DIR"),
+                       ((f"--imported-source={tmp_path / 'inspect'}",),
+                        "imported cannot run: the import is of format inspect, the prereg names lm-eval"),
+                       ((f"--imported-source={tmp_path / 'nothing'}",),
+                        f"--imported-source: {tmp_path / 'nothing'}: not an import directory")):
+        result = run_protocol(pytester, PROTOCOL.folder, tmp_path / "results", *args, in_process=True)
+        assert result.ret == 4 and line in result.stdout.str() + result.stderr.str()
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_sample_whose_input_differs_is_named() -> None:
     from benchmarks.imported.importers import import_lm_eval
     from benchmarks.imported.metrics import decide as decide_sample
