@@ -31,7 +31,8 @@ def _answer(wrong_every: int) -> Callable[..., Any]:
 
 
 def make_log(folder: Path, monkeypatch: pytest.MonkeyPatch, *, log_format: str = "eval", samples: int = 6,
-             epochs: int = 2, wrong_every: int = 3, fail: str | None = "add-03", task_name: str = "tiny_addition") -> Path:
+             epochs: int = 2, wrong_every: int = 3, fail: str | None = "add-03", task_name: str = "tiny_addition",
+             fail_on_error: bool = False) -> Path:
     """Evaluate the task with the mock model; the path of the log inspect_ai wrote into ``folder``."""
     from inspect_ai import Task, eval as inspect_eval
     from inspect_ai.dataset import Sample
@@ -58,8 +59,8 @@ def make_log(folder: Path, monkeypatch: pytest.MonkeyPatch, *, log_format: str =
     task = Task(dataset=dataset, solver=[fail_one(), generate()], scorer=[match(numeric=True), includes()],
                 epochs=epochs, name=task_name)
     logs = inspect_eval(task, model=get_model("mockllm/model", custom_outputs=_answer(wrong_every)),
-                        log_dir=str(folder), display="none", fail_on_error=False, log_format=log_format)
-    assert logs[0].status == "success", logs[0].status
+                        log_dir=str(folder), display="none", fail_on_error=fail_on_error, log_format=log_format)
+    assert logs[0].status == ("error" if fail_on_error and fail else "success"), logs[0].status
     return Path(logs[0].location)
 
 

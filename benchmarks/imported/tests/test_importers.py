@@ -176,3 +176,20 @@ def test_a_number_over_the_reading_limit_is_refused_in_a_sample_line(tmp_path: P
     samples.write_text(lines[0].replace('"acc": 0.0', '"acc": 1e999', 1) + "".join(lines[1:]), encoding="utf-8")
     with pytest.raises(ImportRefused, match="line 1: the number 1e999 is beyond the range of a float"):
         import_lm_eval(folder)
+
+
+def test_a_log_that_ended_in_an_error_is_imported_as_a_deviation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.imported.protocol import PROTOCOL
+
+    from .inspect_logs import make_log
+
+    log = make_log(tmp_path / "logs", monkeypatch, fail_on_error=True)
+    header, samples = import_inspect(log)
+    assert (header["status"], header["units"], header["errored"]) == ("error", 12, 2)
+    import_log("inspect", log, tmp_path / "import")
+
+    class Reading:  # what the protocol asks of a run to read its import
+        def option(self, name: str) -> str | None:
+            return str(tmp_path / "import") if name == "source" else None
+
+    assert PROTOCOL.deviations(Reading()) == ["the log's status is 'error', not 'success'"]
