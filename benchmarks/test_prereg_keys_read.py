@@ -149,6 +149,16 @@ def test_ladder_keys_are_read(pytester: pytest.Pytester, tmp_path: Path, monkeyp
     assert_every_key_read(log, ROOT / "ladder" / "prereg.toml")
 
 
+def test_imported_keys_are_read(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                subprocess_env: None) -> None:
+    from benchmarks.imported.importers import import_log
+
+    import_log("lm-eval", ROOT / "imported" / "tests" / "data" / "lmeval" / "smollm2", tmp_path / "import")
+    log = reads_log(tmp_path, monkeypatch)
+    run_ok(pytester, ROOT / "imported", tmp_path / "results", f"--imported-source={tmp_path / 'import'}")
+    assert_every_key_read(log, ROOT / "imported" / "prereg.toml")
+
+
 # --------------------------------------------------------------------------- the check itself, on a toy prereg
 
 TOY_PREREG = """

@@ -1,7 +1,8 @@
-"""``preregbench verify`` on a finished run of each of the four protocols.
+"""``preregbench verify`` on a finished run of each built-in protocol.
 
 For each protocol a scripted run (a non-preregistered model, so at best
-EXPLORATORY) is verified three times: as written (every check but the
+EXPLORATORY; for the imported protocol, the committed lm-eval log, older than
+its prereg's commit) is verified three times: as written (every check but the
 deviation and the tree passes: no TAMPERED or INCONSISTENT line), after one
 primitive field of its ledger is changed (TAMPERED, naming the ledger file),
 and after the same change with the manifest entry rewritten to match (the
@@ -78,6 +79,18 @@ def pzombie_run(pytester: pytest.Pytester, tmp_path: Path) -> Path:
     return run_pzombie(pytester, results, "--run-id=scenario", "--model", "gemma-3-270m")[2]
 
 
+def imported_run(pytester: pytest.Pytester, tmp_path: Path) -> Path:
+    from benchmarks.core.selfcheck import read_report, run_protocol
+    from benchmarks.imported.importers import import_log
+
+    import_log("lm-eval", SUITE_ROOT / "benchmarks" / "imported" / "tests" / "data" / "lmeval" / "smollm2",
+               tmp_path / "import")
+    results = tmp_path / "results"
+    result = run_protocol(pytester, SUITE_ROOT / "benchmarks" / "imported", results,
+                          f"--imported-source={tmp_path / 'import'}")
+    return read_report(results, "imported", result)[1]
+
+
 def flip_margin(record: dict[str, Any]) -> bool:
     record["margin"] = -record["margin"]
     return True
@@ -97,6 +110,11 @@ def new_ladder_reply(record: dict[str, Any]) -> bool:
     return True
 
 
+def new_score(record: dict[str, Any]) -> bool:
+    record["scores"]["acc"] = 1.0 - record["scores"]["acc"]
+    return True
+
+
 def new_zone_weight(record: dict[str, Any]) -> bool:
     if not record.get("zone_weights"):
         return False
@@ -111,6 +129,7 @@ CASES = {
     "cwr": (cwr_run, "records.jsonl", "item_id", new_cwr_answer),
     "ladder": (ladder_run, "*/units.jsonl", "unit_id", new_ladder_reply),
     "pzombie": (pzombie_run, "records.jsonl", "unit_id", new_zone_weight),
+    "imported": (imported_run, "records.jsonl", "unit", new_score),
 }
 
 
@@ -125,7 +144,7 @@ def test_verify_names_a_changed_ledger_and_the_rescorer_names_the_unit(pytester:
     assert set(shown) == set(declared.metric_names()), "metric_names() is not what the run computed"
 
     status, lines = verify(run_dir)
-    assert status == 1, lines  # a scripted model is a deviation: complete and consistent, not confirmatory
+    assert status == 1, lines  # a scripted model is a deviation (an imported log predates this checkout's commit)
     assert lines[-1].startswith("EXPLORATORY") and not any(l.startswith(("TAMPERED", "INCONSISTENT")) for l in lines)
     assert any(l.startswith("ok") and "rescorer: no disagreement" in l for l in lines), lines
 

@@ -7,6 +7,7 @@ from . import registry, stats
 from ._canonical import (
     FileReadError,
     FileWriteError,
+    atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
     canonical_json,
@@ -73,6 +74,7 @@ __all__ = [
     "RunTuning",
     "TornTail",
     "UsageProblem",
+    "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
     "canonical_json",

@@ -92,14 +92,18 @@ def _depth(text: str) -> int:
     return deepest
 
 
-def loads(text: str, where: str, limits: Limits = LIMITS) -> Any:
+def loads(text: str, where: str, limits: Limits = LIMITS, *, check_every_number: bool = False) -> Any:
     """The JSON value of ``text``, held to ``limits`` (:class:`OverLimitError`); malformed JSON raises
-    ``json.JSONDecodeError`` as ``json.loads`` does.  ``where`` names the input in a message."""
+    ``json.JSONDecodeError`` as ``json.loads`` does.  ``where`` names the input in a message.
+
+    By default a scan of the text decides whether its numbers need the exact check; ``check_every_number``
+    skips the scan and checks each number as it is parsed, the same limits at a cost per number rather than
+    per character: cheaper for long text holding few numbers (a log's sample line)."""
     openers = text.count("[") + text.count("{")
     if openers > limits.depth and _depth(text) > limits.depth:
         raise OverLimitError(f"{where}: nests arrays and objects deeper than the limit of {limits.depth}")
     pattern = _SUSPECT_NUMBER % (limits.number_chars + 1)
-    hooks = _number_hooks(limits, where) if re.search(pattern, text) else {}
+    hooks = _number_hooks(limits, where) if check_every_number or re.search(pattern, text) else {}
     try:
         return json.loads(text, **hooks)
     except RecursionError:  # the depth check above makes this unreachable; kept as a floor

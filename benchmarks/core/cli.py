@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from . import completed, compare, new, runcmd, verify
+from . import completed, compare, importcmd, new, runcmd, verify
 from .commandline import CommandParser, UsageExit, usage_line
 from .registry import RegistryError
 from .report import _cli as report_cli
@@ -30,6 +30,8 @@ COMMANDS = {
                   completed.DESCRIPTION, completed.add_arguments, completed.command),
     "report": ("re-render a run's report: RUN_DIR [--format html|md|both], a protocol's round report: ROUND_DIR, "
                "or --index RESULTS_DIR", report_cli.DESCRIPTION, report_cli.add_arguments, report_cli.command),
+    "import": ("import an inspect_ai log or lm-evaluation-harness output into an import directory: FORMAT SOURCE "
+               "--out DIR", importcmd.DESCRIPTION, importcmd.add_arguments, importcmd.command),
     "new": ("write a runnable protocol skeleton: NAME [--into DIR | --package DIR]", new.DESCRIPTION,
             new.add_arguments, new.command),
 }

@@ -34,6 +34,7 @@ comparison was made, 4 for a usage problem or runs that cannot be compared.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,11 +112,39 @@ def paired_table(name: str, a: Mapping[str, bool], b: Mapping[str, bool],
 # --------------------------------------------------------------------------- reading runs
 
 
-def _protocol(name: str) -> Any:
+def _checkout() -> Path | None:
+    """The git checkout holding the current directory (trusted, as ``verify`` trusts its repository), or None."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=Path.cwd(), capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(done.stdout.strip()).resolve() if done.returncode == 0 and done.stdout.strip() else None
+
+
+def _protocol(name: str, prereg_path: Any = None, run_dir: Path | None = None) -> Any:
+    """The run's protocol: the registered one of that name, else the protocol folder of the checkout holding the
+    current directory whose prereg the run recorded (a protocol scaffolded into a checkout of yours); never a
+    folder inside the run directory or outside that checkout."""
     try:
         return registry.get(name)
     except RegistryError as exc:
-        raise CompareRefused(f"protocol {name!r} recorded in provenance.json cannot be loaded here: {exc}") from None
+        unknown = f"protocol {name!r} recorded in provenance.json cannot be loaded here: {exc}"
+    root = _checkout()
+    if root is None or not isinstance(prereg_path, str) or not prereg_path or Path(prereg_path).is_absolute():
+        raise CompareRefused(unknown)
+    prereg = (root / prereg_path).resolve()
+    folder = prereg.parent
+    inside_run = run_dir is not None and prereg.is_relative_to(Path(run_dir).resolve())
+    if not prereg.is_relative_to(root) or inside_run or not prereg.is_file() or folder.name != name:
+        raise CompareRefused(f"{unknown} (nor is {prereg_path} a protocol folder of the checkout {root})")
+    try:
+        found = registry.load_folder(folder)
+    except RegistryError as exc:
+        raise CompareRefused(str(exc)) from None
+    if found.name != name:
+        raise CompareRefused(f"{folder}/protocol.py defines protocol {found.name!r}, not {name!r}")
+    return found
 
 
 def load_run(run_dir: Path) -> tuple[Any, Any, list[Any]]:
@@ -134,7 +163,7 @@ def load_run(run_dir: Path) -> tuple[Any, Any, list[Any]]:
         raise CompareRefused(str(exc)) from None
     if provenance is None:
         raise CompareRefused(f"{run_dir}: no provenance.json; not a run directory of the suite")
-    protocol = _protocol(provenance.protocol)
+    protocol = _protocol(provenance.protocol, provenance.prereg_path, run_dir)
     ledger = protocol.find_ledger(run_dir)
     if ledger is None:
         raise CompareRefused(f"{run_dir}: no ledger of protocol {provenance.protocol!r} found")
@@ -151,6 +180,9 @@ def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
     protocol_b, prov_b, records_b = load_run(run_b)
     if prov_a.protocol != prov_b.protocol:
         raise CompareRefused(f"the runs are of different protocols ({prov_a.protocol} and {prov_b.protocol})")
+    problem = protocol_a.pairing_problem(records_a, records_b)
+    if problem:
+        raise CompareRefused(f"the runs cannot be compared sample by sample: {problem}")
     fix_a, fix_b = dict(prov_a.fixtures_sha256), dict(prov_b.fixtures_sha256)
     if fix_a != fix_b:
         names = sorted(set(fix_a) | set(fix_b))

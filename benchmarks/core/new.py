@@ -35,8 +35,11 @@ import zlib
 from pathlib import Path
 from string import Template
 
+from . import registry
 from .commandline import CommandParser, run_command, usage_line
 from .errors import PreregbenchError
+from .protocol import UsageProblem
+from .registry import RegistryError
 
 SKELETON = Path(__file__).resolve().parent / "skeleton"
 _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -104,6 +107,33 @@ def scaffold(name: str, into: str | Path | None = None, today: _dt.date | None =
     return folder
 
 
+def scaffold_from_import(name: str, log: str | Path, into: str | Path | None = None, fmt: str | None = None,
+                         task: str | None = None, importer: str = "imported") -> Path:
+    """Write protocol ``name`` over imported samples into ``into/name``, its prereg drawn from the log ``log`` by
+    the protocol ``importer`` (:meth:`Protocol.import_scaffold`); the log is read before anything is written."""
+    check_name(name)
+    parent = Path(into).absolute() if into is not None else _suite_root(Path.cwd().resolve()) / "benchmarks"
+    if not parent.is_dir():
+        raise ScaffoldError(f"{parent} is not a folder; create it or pass another --into")
+    folder = parent.resolve() / name
+    _free(folder)
+    try:
+        shown = folder.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        shown = folder.as_posix()
+    try:
+        files = registry.get(importer).import_scaffold(name, log, shown, fmt=fmt, task=task)
+    except (RegistryError, UsageProblem) as exc:
+        raise ScaffoldError(str(exc)) from None
+    try:
+        folder.mkdir()
+        for relative, text in sorted(files.items()):
+            (folder / relative).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ScaffoldError(f"{folder}: cannot be written ({exc.strerror or exc})") from None
+    return folder
+
+
 def scaffold_package(name: str, root: str | Path, today: _dt.date | None = None) -> Path:
     """Write a distribution of its own in ``root`` holding protocol ``name`` and registering it by entry point;
     returns ``root``."""
@@ -156,9 +186,28 @@ def add_arguments(parser: CommandParser) -> None:
     where.add_argument("--package", default=None, metavar="DIR",
                        help="write a distribution of its own in DIR that registers the protocol by entry point "
                             "(install it with pip install -e DIR)")
+    parser.add_argument("--from-import", default=None, metavar="LOG", dest="from_import",
+                        help="write a protocol over imported samples instead, its prereg drawn from LOG (an inspect_ai "
+                             ".eval/.json log or lm-evaluation-harness output); not with --package")
+    parser.add_argument("--format", default=None, choices=("inspect", "lm-eval"),
+                        help="the format of --from-import LOG (default: from the path)")
+    parser.add_argument("--task", default=None, help="the task of a --from-import log of several tasks")
 
 
 def command(args: argparse.Namespace) -> int:
+    if args.from_import is not None:
+        if args.package is not None:
+            return usage_line("preregbench new", "--from-import writes a protocol folder; use it with --into DIR or "
+                                                 "alone, not with --package")
+        try:
+            folder = scaffold_from_import(args.name, args.from_import, args.into, args.format, args.task)
+        except ScaffoldError as exc:
+            return usage_line("preregbench new", str(exc))
+        print(f"wrote {folder}/: prereg.toml (drawn from {args.from_import}; set its thresholds before freezing), "
+              "protocol.py, conftest.py, rescore.py, README.md")
+        print(f"next: preregbench import FORMAT LOG --out IMPORT_DIR   then: pytest {folder} -m cpu "
+              f"--{args.name}-source IMPORT_DIR")
+        return 0
     try:
         if args.package is not None:
             folder = scaffold_package(args.name, args.package) / args.name

@@ -158,6 +158,30 @@ class Protocol(Generic[U, R]):
     #: commit.  Default: none (the rescorer executes nothing of the run directory).
     shipped_code: ClassVar[Mapping[str, str]] = {}
 
+    #: Whether the units are data the run directory itself holds (the samples of an imported log) rather than
+    #: built by a seeded generator: ``preregbench verify`` then rebuilds the fixture sets from the run directory
+    #: (read only) instead of from a scratch folder.
+    data_in_run_dir: ClassVar[bool] = False
+
+    def data_created(self, run_dir: Path) -> tuple[str, str] | None:
+        """When the data the run decides first existed, if before the run (an imported log's creation time), as
+        (ISO 8601 time, what it is); ``preregbench verify`` reports a prereg committed after it as EXPLORATORY.
+        Default: None (the data is measured by the run itself)."""
+        return None
+
+    def importers(self) -> Mapping[str, Callable[..., Any]]:
+        """Log formats this protocol imports for ``preregbench import FORMAT SOURCE --out DIR``: format -> a
+        callable ``(source, out, task=None)`` that writes the import directory and returns its header, raising a
+        one-line :class:`PreregbenchError` for a log it cannot read.  Default: none."""
+        return {}
+
+    def import_scaffold(self, name: str, log: str | Path, folder: str, fmt: str | None = None,
+                        task: str | None = None) -> dict[str, str]:
+        """The files of a new protocol folder ``name`` (written at ``folder``) whose prereg is drawn from the log
+        ``log`` (``preregbench new NAME --from-import LOG``): relative path -> text; :class:`UsageProblem` (one
+        line) for a log it cannot read.  Default: :class:`UsageProblem` (the protocol imports no logs)."""
+        raise UsageProblem(f"{self.label} scaffolds no protocol from a log")
+
     def executed_files(self, run_dir: Path) -> list[str]:
         """The paths in ``run_dir`` that the protocol's rescorer executes, as the run directory names them; each
         must be a key of :attr:`shipped_code` for ``preregbench verify`` to run the rescorer.  Default: the
@@ -316,6 +340,12 @@ class Protocol(Generic[U, R]):
         outcomes are not independent (CWR: replicas of one base pair).  ``preregbench compare`` gives a
         measure whose units carry a cluster a cluster-aware interval.  Empty: every unit is independent."""
         return {}
+
+    def pairing_problem(self, records_a: Sequence[R], records_b: Sequence[R]) -> str | None:
+        """Why two runs' units cannot be paired, naming the first difference (a unit only one run holds, an input
+        that differs), checked by ``preregbench compare`` before anything else; None when they can be.  Default:
+        None (the fixture hashes decide)."""
+        return None
 
     def paired_statistics(self, records_a: Sequence[R], records_b: Sequence[R]) -> list[dict[str, Any]]:
         """Statistics of two runs on the same fixtures that are not per-unit successes (P-Zombie's eta^2 and

@@ -1,9 +1,9 @@
-"""Where protocols are found: the suite's four, those installed packages register, and a folder named on purpose.
+"""Where protocols are found: the suite's own, those installed packages register, and a folder named on purpose.
 
 A protocol is a :class:`~benchmarks.core.protocol.Protocol` instance.  The
 registry knows it by name from two sources:
 
-* the suite's own protocols (``res``, ``pzombie``, ``cwr``, ``ladder``),
+* the suite's own protocols (``res``, ``pzombie``, ``cwr``, ``ladder``, ``imported``),
   declared below as ``module:attribute`` targets;
 * the entry-point group ``preregbench.protocols`` of every installed
   distribution, so that a protocol can live in a researcher's own package::
@@ -40,6 +40,7 @@ ENTRY_POINT_GROUP = "preregbench.protocols"
 #: The suite's own protocols: name -> ``module:attribute``.
 BUILTIN: dict[str, str] = {
     "cwr": "benchmarks.cwr.protocol:PROTOCOL",
+    "imported": "benchmarks.imported.protocol:PROTOCOL",
     "ladder": "benchmarks.ladder.protocol:PROTOCOL",
     "pzombie": "benchmarks.pzombie.protocol:PROTOCOL",
     "res": "benchmarks.res.protocol:PROTOCOL",

@@ -178,6 +178,7 @@ class _Verifier:
         self.prereg_path: str | None = None  # relative to the repository
         self.prereg_bytes: bytes | None = None  # the prereg at the recorded commit
         self.protocol: Any = None
+        self.prereg_committed_at: str | None = None  # when the prereg was last committed up to the recorded commit
 
     def add(self, word: str, check: str, detail: str, file: str | None = None, field: str | None = None) -> None:
         self.findings.append(Finding(word, check, detail, file, field))
@@ -394,6 +395,7 @@ class _Verifier:
                      f"{commit[:12]} holds {committed[:12]}", PROVENANCE_FILE, "prereg_sha256")
         when = _git(self.repo, "log", "-1", "--format=%cI", commit, "--", self.prereg_path)
         committed_at, started = _parse_time(when or ""), _parse_time(prov.started_at)
+        self.prereg_committed_at = when if committed_at is not None else None
         if committed_at is None or started is None:
             self.add(EXPLORATORY, check, f"cannot compare the prereg's commit time {when!r} with the run's start "
                      f"{prov.started_at!r}", PROVENANCE_FILE, "started_at")
@@ -520,13 +522,40 @@ class _Verifier:
         identity = dict(prov.identity)
         with tempfile.TemporaryDirectory(prefix="preregbench-verify-") as scratch:
             options = protocol.options_from_settings(identity.get("settings") or {})
-            run = ProtocolRun(protocol, Run(protocol.name, prov.run_id, Path(scratch), prov.started_at, protocol.folder),
+            # Units that are data the run directory holds (an imported log's samples) are rebuilt from it, read only.
+            root = self.run_dir.parent.parent if getattr(protocol, "data_in_run_dir", False) else Path(scratch)
+            run = ProtocolRun(protocol, Run(protocol.name, prov.run_id, root, prov.started_at, protocol.folder),
                               model=identity.get("model"), device=identity.get("device"),
                               revision=identity.get("revision"), options=options)
             if json.loads(json.dumps(run.settings_record)) != identity.get("settings"):
                 return {}
             hashes = run.fixture_hashes
         return {name: hashes[name] for name in names if name in hashes}
+
+    # ----------------------------------------------------------------- prospective or not
+
+    def check_prospective(self) -> None:
+        """A run that decides data made before it (an imported log, :meth:`Protocol.data_created`) is confirmatory
+        only when the prereg was committed before that data existed; otherwise EXPLORATORY, saying so."""
+        if self.protocol is None or self.prereg_committed_at is None:
+            return
+        found = self.protocol.data_created(self.run_dir)
+        if found is None:
+            if getattr(self.protocol, "data_in_run_dir", False):
+                self.add(EXPLORATORY, "prospective", "the run's data records no creation time, so it cannot be shown "
+                         "to postdate the prereg", FIXTURES_FILE)
+            return
+        when, what = found
+        created, committed = _parse_time(when), _parse_time(self.prereg_committed_at)
+        if created is None or committed is None:
+            self.add(EXPLORATORY, "prospective", f"cannot compare {what}'s time {when!r} with the prereg's commit "
+                     f"time {self.prereg_committed_at!r}", FIXTURES_FILE)
+        elif created < committed:
+            self.add(EXPLORATORY, "prospective", f"{what} at {when}, before {self.prereg_path} was committed at "
+                     f"{self.prereg_committed_at}: the decision is exploratory, not confirmatory", FIXTURES_FILE)
+        else:
+            self.add(OK, "prospective", f"{what} at {when}, after {self.prereg_path} was committed at "
+                     f"{self.prereg_committed_at}")
 
     # ----------------------------------------------------------------- the rescorer
 
@@ -809,6 +838,7 @@ class _Verifier:
         self.check_records_of_the_run()
         self.check_repository()
         self.check_fixtures()
+        self.check_prospective()
         self.check_rescorer()
         self.check_figures()
         self.check_confirmatory()
