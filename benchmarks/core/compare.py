@@ -122,10 +122,21 @@ def _checkout() -> Path | None:
     return Path(done.stdout.strip()).resolve() if done.returncode == 0 and done.stdout.strip() else None
 
 
+def _tracked(root: Path, *paths: Path) -> bool:
+    """Whether git tracks every one of ``paths`` in the checkout ``root`` (a file only unpacked there is not)."""
+    try:
+        done = subprocess.run(["git", "ls-files", "--error-unmatch", "--", *(str(p.relative_to(root)) for p in paths)],
+                              cwd=root, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
 def _protocol(name: str, prereg_path: Any = None, run_dir: Path | None = None) -> Any:
     """The run's protocol: the registered one of that name, else the protocol folder of the checkout holding the
-    current directory whose prereg the run recorded (a protocol scaffolded into a checkout of yours); never a
-    folder inside the run directory or outside that checkout."""
+    current directory whose prereg the run recorded (a protocol scaffolded into a checkout of yours, its prereg
+    and protocol.py tracked by git there); never a folder inside the run directory, outside that checkout or
+    only unpacked into it (results downloaded next to a run are not code of yours)."""
     try:
         return registry.get(name)
     except RegistryError as exc:
@@ -136,8 +147,11 @@ def _protocol(name: str, prereg_path: Any = None, run_dir: Path | None = None) -
     prereg = (root / prereg_path).resolve()
     folder = prereg.parent
     inside_run = run_dir is not None and prereg.is_relative_to(Path(run_dir).resolve())
-    if not prereg.is_relative_to(root) or inside_run or not prereg.is_file() or folder.name != name:
-        raise CompareRefused(f"{unknown} (nor is {prereg_path} a protocol folder of the checkout {root})")
+    code = folder / "protocol.py"
+    if not prereg.is_relative_to(root) or inside_run or not prereg.is_file() or folder.name != name \
+            or code.is_symlink() or not code.is_file() or not _tracked(root, prereg, code):
+        raise CompareRefused(f"{unknown} (nor is {prereg_path} a protocol folder of the checkout {root} whose "
+                             "prereg.toml and protocol.py git tracks)")
     try:
         found = registry.load_folder(folder)
     except RegistryError as exc:

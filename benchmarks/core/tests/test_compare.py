@@ -125,3 +125,34 @@ def test_a_linked_run_or_a_unit_recorded_twice_is_refused_in_one_line(res_runs: 
     ledger.write_bytes(ledger.read_bytes() + ledger.read_bytes().splitlines(keepends=True)[0])
     done = cli("compare", str(oracle), str(twice))
     assert done.returncode == 4 and done.stderr.count("\n") == 1 and "already recorded" in done.stderr, done.stderr
+
+
+def test_a_protocol_folder_only_unpacked_into_the_checkout_is_never_imported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A results bundle unpacked inside a checkout may carry a protocol folder of its own beside its runs; compare
+    loads an unregistered protocol only from a folder whose prereg and protocol.py git tracks there."""
+    from benchmarks.core.compare import CompareRefused, _protocol
+
+    root = tmp_path / "checkout"
+    folder = root / "results" / "bundled"
+    folder.mkdir(parents=True)
+    marker = tmp_path / "ran"
+    (folder / "prereg.toml").write_text("[protocol]\nname = 'bundled'\n")
+    (folder / "protocol.py").write_text(f"open({str(marker)!r}, 'w').write('payload')\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    (root / "README.md").write_text("a checkout\n")
+    subprocess.run(["git", "add", "README.md"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "start"], cwd=root, check=True, env={**os.environ, **env})
+    monkeypatch.chdir(root)
+    with pytest.raises(CompareRefused, match="whose prereg.toml and protocol.py git tracks"):
+        _protocol("bundled", "results/bundled/prereg.toml")
+    assert not marker.exists()
+    # a link to a tracked file does not stand in for protocol.py either
+    (folder / "protocol.py").unlink()
+    (root / "elsewhere.py").write_text("x = 1\n")
+    (folder / "protocol.py").symlink_to(root / "elsewhere.py")
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    with pytest.raises(CompareRefused, match="git tracks"):
+        _protocol("bundled", "results/bundled/prereg.toml")
+    assert not marker.exists()
