@@ -16,55 +16,22 @@ deleted at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from _standin import completion, listing, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 TIERS = 5
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, body: bytes) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.body = body
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def _send(self, body: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        self._send(json.dumps({"object": "list", "data": [{"id": "verbose", "object": "model"}]}).encode())
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self._send(self.server.body)
-
-
-def completion(mib: float) -> bytes:
-    text = "x" * int(mib * 1024 * 1024) + "\nDECISION: APPROVE"
-    return json.dumps({"id": "c", "object": "chat.completion", "model": "verbose",
-                       "choices": [{"index": 0, "finish_reason": "stop",
-                                    "message": {"role": "assistant", "content": text}}],
-                       "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+def answer(mib: float) -> bytes:
+    """A completion of ``mib`` MiB of reasoning before its decision line."""
+    return completion("x" * int(mib * 1024 * 1024) + "\nDECISION: APPROVE", "verbose")
 
 
 def measure(checkout: Path, argv: list[str]) -> tuple[int, float, float]:
@@ -85,41 +52,39 @@ def main() -> int:
     args = parser.parse_args()
     if any(n < TIERS or n % TIERS for n in args.units):
         parser.error(f"--units: each size must be a positive multiple of {TIERS} (units per tier x 5 tiers)")
-    body = completion(args.answer_mib)
-    server = _Server(body)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    body = answer(args.answer_mib)
+    with serving(1, body, listing("verbose")) as (server,):
+        return measure_all(args, body, server.url)
+
+
+def measure_all(args: argparse.Namespace, body: bytes, url: str) -> int:
     print(f"answer body: {len(body) / 2**20:.2f} MiB per request; server {url}")
     print(f"{'checkout':<28} {'units':>5} {'command':<8} {'exit':>4} {'seconds':>8} {'peak RSS MiB':>13} "
           f"{'ledger MiB':>11}")
-    try:
-        with tempfile.TemporaryDirectory(prefix="bench-answer-memory-") as scratch:
-            for checkout in (c.resolve() for c in (args.checkout or [ROOT])):
-                peaks: dict[str, dict[int, float]] = {}
-                for units in args.units:
-                    results = Path(scratch) / f"{checkout.name}-{units}"
-                    run_id = f"u{units}"
-                    run_dir = results / "ladder" / run_id
-                    commands = {
-                        "run": ["-m", "benchmarks.core.cli", "run", "ladder", "--model", f"openai:verbose@{url}",
-                                "--ladder-units-per-tier", str(units // TIERS), "--ladder-max-tokens", "16",
-                                "--results-dir", str(results), "--run-id", run_id, "-p", "no:cacheprovider"],
-                        "verify": ["-m", "benchmarks.core.cli", "verify", str(run_dir)],
-                        "compare": ["-m", "benchmarks.core.cli", "compare", str(run_dir), str(run_dir),
-                                    "--json", str(results / "compare.json")],
-                    }
-                    for name, argv in commands.items():
-                        status, seconds, peak = measure(checkout, argv)
-                        ledger = sum(p.stat().st_size for p in run_dir.glob("*/units.jsonl")) / 2**20
-                        peaks.setdefault(name, {})[units] = peak
-                        print(f"{str(checkout)[-28:]:<28} {units:>5} {name:<8} {status:>4} {seconds:>8.1f} "
-                              f"{peak:>13.0f} {ledger:>11.1f}", flush=True)
-                low, high = min(args.units), max(args.units)
-                print("  peak RSS ratio, " + ", ".join(
-                    f"{name} {by[high] / by[low]:.3f}" for name, by in peaks.items()) + f" ({high} vs {low} units)")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with tempfile.TemporaryDirectory(prefix="bench-answer-memory-") as scratch:
+        for checkout in (c.resolve() for c in (args.checkout or [ROOT])):
+            peaks: dict[str, dict[int, float]] = {}
+            for units in args.units:
+                results = Path(scratch) / f"{checkout.name}-{units}"
+                run_id = f"u{units}"
+                run_dir = results / "ladder" / run_id
+                commands = {
+                    "run": ["-m", "benchmarks.core.cli", "run", "ladder", "--model", f"openai:verbose@{url}",
+                            "--ladder-units-per-tier", str(units // TIERS), "--ladder-max-tokens", "16",
+                            "--results-dir", str(results), "--run-id", run_id, "-p", "no:cacheprovider"],
+                    "verify": ["-m", "benchmarks.core.cli", "verify", str(run_dir)],
+                    "compare": ["-m", "benchmarks.core.cli", "compare", str(run_dir), str(run_dir),
+                                "--json", str(results / "compare.json")],
+                }
+                for name, argv in commands.items():
+                    status, seconds, peak = measure(checkout, argv)
+                    ledger = sum(p.stat().st_size for p in run_dir.glob("*/units.jsonl")) / 2**20
+                    peaks.setdefault(name, {})[units] = peak
+                    print(f"{str(checkout)[-28:]:<28} {units:>5} {name:<8} {status:>4} {seconds:>8.1f} "
+                          f"{peak:>13.0f} {ledger:>11.1f}", flush=True)
+            low, high = min(args.units), max(args.units)
+            print("  peak RSS ratio, " + ", ".join(
+                f"{name} {by[high] / by[low]:.3f}" for name, by in peaks.items()) + f" ({high} vs {low} units)")
     return 0
 
 
