@@ -235,9 +235,20 @@ def test_scores_that_are_not_0_or_1_are_compared_by_a_paired_bootstrap() -> None
     assert PROTOCOL.paired_statistics(a, b) == [row]  # seeded
 
 
+@pytest.fixture(scope="module")
+def smollm_folder() -> Path:
+    """The bundled SmolLM2's weights folder, made before any ``pytester`` snapshot: converting the GGUF imports
+    transformers and torch.distributed, which register native operators once per process and cannot be imported
+    again after pytester drops the modules a test imported."""
+    from models import bundled_folder
+
+    return bundled_folder("smollm2-135m-instruct")[0]
+
+
 @pytest.mark.slow
 def test_an_inspect_log_of_the_served_bundled_model_is_decided_and_verified(
-        pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+        smollm_folder: Path, pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """inspect_ai against the bundled SmolLM2 served by ``transformers serve`` on loopback (its OpenAI-compatible
     API), imported, decided by a prereg committed before the log, and verified."""
     from inspect_ai import Task, eval as inspect_eval
@@ -246,7 +257,7 @@ def test_an_inspect_log_of_the_served_bundled_model_is_decided_and_verified(
     from inspect_ai.scorer import includes
     from inspect_ai.solver import generate
 
-    from models import bundled_folder, serve_locally
+    from models import serve_locally
 
     async def count_text_tokens(self: object, text: str) -> int:
         return max(1, len(text.split()))
@@ -257,7 +268,7 @@ def test_an_inspect_log_of_the_served_bundled_model_is_decided_and_verified(
     dataset = [Sample(id=f"sum-{i}", input=f"What is {i} plus {i}? Answer with a number.", target=str(2 * i))
                for i in range(6)]
     task = Task(dataset=dataset, solver=[generate()], scorer=includes(), name="served_addition")
-    with serve_locally(bundled_folder("smollm2-135m-instruct")[0], logs / "server") as (url, name):
+    with serve_locally(smollm_folder, logs / "server") as (url, name):
         model = get_model(f"openai-api/local/{name}", base_url=url, api_key="none",
                           config=GenerateConfig(max_tokens=16, temperature=0.0))
         pilot = Path(inspect_eval(task, model=model, log_dir=str(logs / "pilot"), display="none")[0].location)
