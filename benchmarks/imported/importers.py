@@ -34,6 +34,7 @@ import json
 import math
 import os
 import re
+import zipfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -161,6 +162,22 @@ def _inspect_log_reader() -> Any:
     return read_eval_log
 
 
+def _check_archive(path: Path, where: str) -> None:
+    """Refuse an ``.eval`` log (a zip archive) whose members unpack to more than a JSON file the suite reads whole:
+    the reader would hold all of it, and a few kilobytes of archive can unpack to gigabytes.  A member never
+    yields more than the size its header declares (the zip reader stops there and checks the CRC)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            unpacked = sum(member.file_size for member in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise ImportRefused(f"{where}: not a readable inspect_ai log (truncated or corrupted?): not a zip archive "
+                            f"({' '.join(str(exc).split())[:200]})") from None
+    if unpacked > bounded.LIMITS.file_bytes:
+        raise ImportRefused(f"{where}: its members unpack to {bounded.size_text(unpacked)}, over the limit of "
+                            f"{bounded.size_text(bounded.LIMITS.file_bytes)} for what the suite reads whole; split "
+                            "the evaluation into several logs")
+
+
 def _value_mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
 
@@ -179,6 +196,8 @@ def import_inspect(path: str | os.PathLike[str], task: str | None = None) -> tup
         raise ImportRefused(f"{where}: {bounded.size_text(size)} is over the limit of "
                             f"{bounded.size_text(bounded.LIMITS.file_bytes)} for a JSON file the suite reads whole")
     read_eval_log = _inspect_log_reader()
+    if path.suffix == ".eval":
+        _check_archive(path, where)
     try:
         log = read_eval_log(str(path))
     except Exception as exc:  # the reader raises many kinds for a damaged file: name it in one line

@@ -193,3 +193,25 @@ def test_a_log_that_ended_in_an_error_is_imported_as_a_deviation(tmp_path: Path,
             return str(tmp_path / "import") if name == "source" else None
 
     assert PROTOCOL.deviations(Reading()) == ["the log's status is 'error', not 'success'"]
+
+
+def test_an_archive_that_unpacks_past_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A zip bomb named like an inspect_ai log: 40 MiB of zeros in a few kilobytes, against a limit of 16 MiB."""
+    import dataclasses
+    import zipfile
+
+    from benchmarks.core import bounded
+
+    bomb = tmp_path / "bomb.eval"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("samples/1_epoch_1.json", "w") as member:
+            for _ in range(40):
+                member.write(bytes(1024 * 1024))
+    assert bomb.stat().st_size < 1024 * 1024
+    limits = bounded.LIMITS
+    try:
+        bounded.LIMITS = dataclasses.replace(limits, file_bytes=16 * 1024 * 1024)
+        with pytest.raises(ImportRefused, match=r"its members unpack to 40\.0 MiB, over the limit of 16\.0 MiB"):
+            import_inspect(bomb)
+    finally:
+        bounded.LIMITS = limits
