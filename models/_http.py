@@ -345,19 +345,26 @@ class OpenAIChatModel(LanguageModel):
     def _complete(self, index: int, body: dict[str, Any], first: int = 0) -> Response:
         """One prompt's response from endpoint ``first``, or from the next ones on a connection error, all within
         one deadline of ``timeout`` seconds; the response names the endpoint that gave it (or was tried last)."""
-        deadline = time.monotonic() + self.timeout
+        with self._slots[first]:  # the endpoint's own queue: its workers never outnumber its slots
+            deadline = time.monotonic() + self.timeout
+            response = self._exchange(index, body, first, self.timeout)
+        response = dataclasses.replace(response, endpoint=self.base_urls[first])
         count = len(self._endpoints)
-        response = self._complete_at(index, body, first, self.timeout)
         for step in range(1, count):
-            left = deadline - time.monotonic()
-            if response.error != "connection_error" or left <= 0:
+            if response.error != "connection_error":
                 break
-            response = self._complete_at(index, body, (first + step) % count, left)
+            at = (first + step) % count
+            # Waiting for a free request slot of the next endpoint counts against the deadline too.
+            if not self._slots[at].acquire(timeout=max(0.0, deadline - time.monotonic())):
+                break
+            try:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                response = dataclasses.replace(self._exchange(index, body, at, left), endpoint=self.base_urls[at])
+            finally:
+                self._slots[at].release()
         return response
-
-    def _complete_at(self, index: int, body: dict[str, Any], at: int, timeout: float) -> Response:
-        with self._slots[at]:
-            return dataclasses.replace(self._exchange(index, body, at, timeout), endpoint=self.base_urls[at])
 
     def _exchange(self, index: int, body: dict[str, Any], at: int, timeout: float) -> Response:
         scrub = self._scrubber.scrub
