@@ -97,13 +97,19 @@ def _free(folder: Path) -> None:
 
 def scaffold(name: str, into: str | Path | None = None, today: _dt.date | None = None) -> Path:
     """Write the skeleton of protocol ``name`` into ``into/name`` (default ``<checkout>/benchmarks/name``)."""
+    folder = _target(name, into)
+    _write(folder, name, today)
+    return folder
+
+
+def _target(name: str, into: str | Path | None) -> Path:
+    """The folder a new protocol ``name`` goes to, its name checked and the folder free (one-line refusals)."""
     check_name(name)
     parent = Path(into).absolute() if into is not None else _suite_root(Path.cwd().resolve()) / "benchmarks"
     if not parent.is_dir():
         raise ScaffoldError(f"{parent} is not a folder; create it or pass another --into")
     folder = parent.resolve() / name
     _free(folder)
-    _write(folder, name, today)
     return folder
 
 
@@ -111,12 +117,7 @@ def scaffold_from_import(name: str, log: str | Path, into: str | Path | None = N
                          task: str | None = None, importer: str = "imported") -> Path:
     """Write protocol ``name`` over imported samples into ``into/name``, its prereg drawn from the log ``log`` by
     the protocol ``importer`` (:meth:`Protocol.import_scaffold`); the log is read before anything is written."""
-    check_name(name)
-    parent = Path(into).absolute() if into is not None else _suite_root(Path.cwd().resolve()) / "benchmarks"
-    if not parent.is_dir():
-        raise ScaffoldError(f"{parent} is not a folder; create it or pass another --into")
-    folder = parent.resolve() / name
-    _free(folder)
+    folder = _target(name, into)
     try:
         shown = folder.relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:

@@ -16,14 +16,11 @@ deleted at the end.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 from _standin import completion, listing, serving
+from bench_big_ledger import measure
 
 ROOT = Path(__file__).resolve().parents[2]
 TIERS = 5
@@ -32,16 +29,6 @@ TIERS = 5
 def answer(mib: float) -> bytes:
     """A completion of ``mib`` MiB of reasoning before its decision line."""
     return completion("x" * int(mib * 1024 * 1024) + "\nDECISION: APPROVE", "verbose")
-
-
-def measure(checkout: Path, argv: list[str]) -> tuple[int, float, float]:
-    """(exit status, seconds, peak RSS in MiB) of ``python ARGV`` run from ``checkout``."""
-    env = dict(os.environ, PYTHONPATH=str(checkout))
-    start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, *argv], cwd=checkout, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    _pid, status, usage = os.wait4(child.pid, 0)
-    return os.waitstatus_to_exitcode(status), time.perf_counter() - start, usage.ru_maxrss / 1024
 
 
 def main() -> int:
