@@ -55,6 +55,7 @@ from .ledger import read_ledger
 from .protocol import Protocol, finite
 from .run import FIXTURES_FILE, ProtocolRun
 from .session import benchmark_run
+from .shard import Shard, parse_shard
 
 #: Folder -> protocol, for every protocol whose conftest has been loaded in this process.
 REGISTERED: dict[Path, Protocol] = {}
@@ -123,11 +124,17 @@ def run_of(protocol: Protocol, config: pytest.Config) -> ProtocolRun:
             model=config.getoption("benchmark_model"), device=config.getoption("benchmark_device"),
             scale=config.getoption("benchmark_scale"), revision=pinned_revision(config, protocol.name),
             options=options, api_key_env=_getoption(config, "benchmark_api_key_env", None),
+            shard=_shard(config),
         )
         run.config = config
         run.tuning = tuning.for_run(run)
         cache[protocol.name] = run
     return cache[protocol.name]
+
+
+def _shard(config: pytest.Config) -> Shard | None:
+    value = config.getoption("benchmark_shard", default=None)
+    return None if value is None else parse_shard(value)  # checked at configure time
 
 
 def protocol_of(path: Path) -> Protocol | None:
@@ -199,7 +206,7 @@ def _fixtures(protocol: Protocol) -> dict[str, Any]:
 
     @_run_fixture
     def _measured(run: ProtocolRun, records: list[Any]) -> dict[str, Any]:
-        return protocol.metrics(run, records)
+        return {} if run.shard is not None else protocol.metrics(run, records)  # a shard decides nothing
 
     @_run_fixture
     def _summary(run: ProtocolRun, result_files: dict[str, Path]) -> dict[str, Any]:
@@ -237,9 +244,9 @@ def _rule_test(protocol: Protocol, key: str, breakdown: bool) -> Callable[..., A
 
 
 def test_every_unit_recorded_once(run: ProtocolRun, units: list[Any], records: list[Any]) -> None:
-    """Every unit of the run has exactly one record, and every record belongs to a unit."""
+    """Every unit of the run (of a shard: of the shard) has exactly one record, and every record belongs to one."""
     protocol = run.protocol
-    expected = sorted(protocol.unit_key(u) for u in units)
+    expected = sorted(protocol.unit_key(u) for u in run.shard_units)  # a shard's: its own units
     got = [getattr(r, protocol.record_key) for r in records]
     missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
     assert not missing and not extra and len(got) == len(set(got)), (
@@ -284,7 +291,7 @@ def test_fixtures_file_written(run: ProtocolRun, units: list[Any]) -> None:
 
 def test_summary_file_written(run: ProtocolRun, summary: dict[str, Any], records: list[Any]) -> None:
     """The summary is written, decides every classification and counts every record."""
-    assert summary["status"] == "complete", summary["classification_problems"]
+    assert summary["status"] == ("shard" if run.shard is not None else "complete"), summary["classification_problems"]
     assert summary["records"]["count"] == len(records)
     assert summary["prereg_sha256"] == run.protocol.prereg.sha256
 
@@ -366,6 +373,10 @@ COMPLETENESS_TESTS = (
     test_result_files_written,
     test_rescorer_agrees,
 )
+
+
+#: The generated checks a shard session runs (on the shard's units); every other model-run test skips there.
+SHARD_CHECKS = frozenset(t.__name__ for t in COMPLETENESS_TESTS) - {test_rescorer_agrees.__name__}
 
 
 class GeneratedModule(pytest.Module):

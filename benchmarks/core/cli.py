@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from . import completed, compare, importcmd, new, runcmd, verify
+from . import completed, compare, importcmd, merge, new, runcmd, verify
 from .commandline import CommandParser, UsageExit, usage_line
 from .registry import RegistryError
 from .report import _cli as report_cli
@@ -21,6 +21,8 @@ COMMANDS = {
             runcmd.RUN_DESCRIPTION, runcmd.add_run_arguments, runcmd.run_command_args),
     "list": ("list protocols, models or fixture-sets", "List the registered protocols, the models or the fixture sets.",
              runcmd.add_list_arguments, runcmd.list_command),
+    "merge": ("join the shards of one run (--shard K/N) into one run directory and decide it: OUT SHARD_DIR...",
+              merge.DESCRIPTION, merge.add_arguments, merge.command),
     "compare": ("compare two runs of one protocol on the same fixtures, unit by unit: RUN_A RUN_B",
                 compare.DESCRIPTION, compare.add_arguments, compare.command),
     "verify": ("check a finished run: VERIFIED 0, EXPLORATORY 1, TAMPERED/INCONSISTENT 2, OVER_LIMIT 3, usage 4: "

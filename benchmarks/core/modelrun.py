@@ -35,11 +35,16 @@ import pytest
 
 import models
 
-from ._generated import GeneratedModule, is_run_fixture, pin_revision, pinned_revision, protocol_of, run_of
+from ._generated import SHARD_CHECKS, GeneratedModule, is_run_fixture, pin_revision, pinned_revision, protocol_of, run_of
 from .protocol import Protocol, UsageProblem
 from .run import ProtocolRun
 
 _STATE = pytest.StashKey["_Collected"]()
+#: Set on the tests a shard session skips (read by the plugin's reporter: they are not counted in the shard).
+SHARD_SKIP = "benchmark.shard_skip"
+#: A session that decides a run whose ledger is complete (``preregbench merge``): the recorded revision, used
+#: instead of resolving the model here (the model need not be present where shards are merged).
+RECORDED_REVISION = pytest.StashKey[str]()
 
 
 @dataclass
@@ -147,6 +152,22 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         item.add_marker(pytest.mark.gpu if device.startswith("cuda") else pytest.mark.cpu)
         state.items.setdefault(protocol.name, []).append(item)
         state.protocols[protocol.name] = protocol
+        shard = config.getoption("benchmark_shard", default=None)
+        if shard is not None:
+            _skip_in_shard(item, shard)
+
+
+def _skip_in_shard(item: pytest.Item, shard: str) -> None:
+    """A shard session runs core's checks of what it measured (every unit of the shard recorded once with the
+    shard's identity, ledger, provenance, fixtures, summary); every rule test and every other check reads the
+    whole run, so it skips, naming why, and is not counted in the shard's completeness."""
+    name = getattr(item, "originalname", None) or item.name
+    if isinstance(item.parent, GeneratedModule) and name in SHARD_CHECKS:
+        return
+    is_rule = "verdict" in getattr(item, "fixturenames", ())
+    reason = f"shard {shard}: {'decided' if is_rule else 'checked'} after merge (preregbench merge)"
+    item.add_marker(pytest.mark.skip(reason=reason))
+    item.user_properties.append((SHARD_SKIP, True))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -215,6 +236,8 @@ def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session
     """Everything that can be known before the first test: one line and exit status 4 when it fails."""
     try:
         run = run_of(protocol, config)
+        if run.shard is not None:
+            run.shard_units  # a shard that holds no unit, or a protocol whose batching cannot be split, stops here
     except (UsageProblem, pytest.UsageError) as exc:
         _stop(protocol, str(exc), session)
     if run.device.startswith("cuda"):
@@ -235,7 +258,8 @@ def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session
     if problem:
         _stop(protocol, problem, session)
     try:
-        sha = hub_revision(run.model, config.getoption("benchmark_revision"), run.preregistered)
+        recorded = config.stash.get(RECORDED_REVISION, None)
+        sha = recorded or hub_revision(run.model, config.getoption("benchmark_revision"), run.preregistered)
     except models.ModelUnavailableError as exc:
         _stop(protocol, str(exc), session)
     if sha is not None:

@@ -39,6 +39,7 @@ from typing import Any, Mapping
 import pytest
 
 from . import modelrun, registry, tuning
+from .modelrun import SHARD_SKIP
 from ._canonical import FileReadError, FileWriteError, atomic_write_json, errno_name
 from ._generated import add_protocol_options
 from .errors import one_line
@@ -49,6 +50,7 @@ from .report import RunNotFinished, write_index, write_reports
 from .rules import Classification, Outcome, RuleError
 from .rundir import PROVENANCE_FILE, REPORT_FILE, RunDirError, check_run_dir, new_run_id, protocol_dir_of
 from .session import RUN_ID_PATTERN, STATE, SessionState, benchmark_run, check_results_dir, check_run_id
+from .shard import ShardError, parse_shard
 
 DEVICES = ("cpu", "cuda")
 #: Errors of a write that the system refused: they end a run with one line, never a traceback.
@@ -111,6 +113,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="folder that receives <protocol>/<run-id>/ (relative paths are taken from the rootdir)")
     group.addoption("--run-id", dest="benchmark_run_id", default=None,
                     help="reuse a run id to resume a killed run in its directory; default: a new id")
+    group.addoption("--shard", dest="benchmark_shard", default=None, metavar="K/N",
+                    help="measure only shard K of N of the run's units (a run directory of its own; its rules are "
+                         "decided once the shards are joined with 'preregbench merge')")
     group.addoption("--api-key-env", dest="benchmark_api_key_env", default=None, metavar="NAME",
                     help="environment variable holding a served model's API key (openai:MODEL@BASE_URL); "
                          "only the name is printed or recorded")
@@ -158,6 +163,12 @@ def pytest_configure(config: pytest.Config) -> None:
     run_id = config.getoption("benchmark_run_id")
     if run_id is not None:
         check_run_id(run_id)
+    shard = config.getoption("benchmark_shard")
+    if shard is not None:
+        try:
+            shard = str(parse_shard(shard))
+        except ShardError as exc:
+            raise pytest.UsageError(str(exc)) from None
     if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file-size limit makes a write fail (EFBIG), not kill us
 
@@ -179,7 +190,7 @@ def pytest_configure(config: pytest.Config) -> None:
         results = config.rootpath / results
     if workerinput is None:
         check_results_dir(results)
-    config.stash[STATE] = SessionState(run_id=run_id, started_at=started, results_dir=results)
+    config.stash[STATE] = SessionState(run_id=run_id, started_at=started, results_dir=results, shard=shard)
     if workerinput is None:
         config.pluginmanager.register(_Reporter(config), "benchmark-reporter")
 
@@ -336,6 +347,8 @@ class _Reporter:
             entry["fault"] = props[_FAULT]
         if _VERDICT in props:
             entry["verdict"] = props[_VERDICT]
+        if SHARD_SKIP in props and report.skipped:
+            entry["shard_skip"] = True
         if report.skipped:
             entry["outcome"] = "skipped"
         elif report.failed:
@@ -381,7 +394,8 @@ class _Reporter:
             except (FileWriteError, ValueError) as exc:  # no space left even for the verdict: say so, no traceback
                 entry["problems"].append(f"the verdict was not written: {exc}")
                 continue
-            self.readable.append(Path(entry["run_dir"]))
+            if not entry.get("shard"):  # a shard's report.json is its verdict; it has no results to render
+                self.readable.append(Path(entry["run_dir"]))
             written[Path(entry["run_dir"])] = entry
         self._write_readable_reports()
         for run_dir, entry in written.items():
@@ -419,6 +433,8 @@ class _Reporter:
                 f"{name}: run {entry['run_id']}  {entry['status'].upper()} "
                 f"({c['passed']}/{c['tests']} completeness checks passed)"
             )
+            if entry.get("shard"):
+                tr.write_line(f"  shard {entry['shard']}: decided after merge (preregbench merge OUT SHARD_DIR...)")
             for cname, centry in entry["classifications"].items():
                 outcome = centry["outcome"]
                 position, total = outcome["decided_by_rule"] + 1, len(centry["rules"])
@@ -444,7 +460,7 @@ class _Reporter:
 
 def _protocol_summary(state: SessionState, protocol: str) -> dict[str, Any]:
     tests = {nodeid: t for nodeid, t in sorted(state.tests.items()) if t["protocol"] == protocol}
-    complete = [t for t in tests.values() if t["kind"] == "completeness"]
+    complete = [t for t in tests.values() if t["kind"] == "completeness" and not t.get("shard_skip")]
     problems = []
     for fault in dict.fromkeys(t["fault"] for t in tests.values() if "fault" in t):
         problems.append(f"run ended: {fault}")
@@ -507,6 +523,7 @@ def _protocol_summary(state: SessionState, protocol: str) -> dict[str, Any]:
     return {
         "run_id": state.run_id,
         "run_dir": str(run_dir),
+        **({"shard": state.shard} if state.shard else {}),
         "status": status,
         "completeness": {"tests": len(complete), **counts},
         "rule_tests": sum(1 for t in tests.values() if t["kind"] == "rule"),

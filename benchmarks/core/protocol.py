@@ -163,6 +163,20 @@ class Protocol(Generic[U, R]):
     #: (read only) instead of from a scratch folder.
     data_in_run_dir: ClassVar[bool] = False
 
+    #: Record fields that two measurements of the same unit may give differently without a different result
+    #: (wall time, which endpoint of a pool answered): left out where records of two runs are compared as equal
+    #: (shards merged against an unsharded run, say).  Default: none.
+    volatile_fields: ClassVar[tuple[str, ...]] = ()
+
+    #: Why the protocol's runs cannot be split with ``--shard K/N``, or None when they can (the default).
+    unshardable: ClassVar[str | None] = None
+
+    def merged(self, run: "ProtocolRun", shard_dirs: Sequence[Path]) -> None:
+        """``preregbench merge``: after the merged run's records are written, bring into its directory what the
+        shards measured besides their records (each shard's run directory in ``shard_dirs``, in shard order),
+        raising :class:`UsageProblem` (one line) where they disagree.  Default: nothing (core writes the
+        ledger, fixtures and provenance, and :meth:`started` writes the protocol's sidecar files)."""
+
     def data_created(self, run_dir: Path) -> tuple[str, str] | None:
         """When the data the run decides first existed, if before the run (an imported log's creation time), as
         (ISO 8601 time, what it is); ``preregbench verify`` reports a prereg committed after it as EXPLORATORY.

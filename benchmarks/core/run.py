@@ -18,6 +18,7 @@ default does nothing, and the runner hands it the one it chose
 from __future__ import annotations
 
 import contextlib
+import platform
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
@@ -25,10 +26,11 @@ from ._canonical import canonical_json, sha256_json
 from .ledger import Ledger, LedgerError, read_identities, read_ledger
 from .prereg import header_record, unrecorded
 from .progress import Progress, terminal_emitter
-from .protocol import Protocol, ResumeRefused, finite, json_metrics
+from .protocol import Protocol, ResumeRefused, UsageProblem, finite, json_metrics
 from .provenance import Provenance, ProvenanceError, read_provenance
 from .rules import RuleError
 from .rundir import PROVENANCE_FILE, Run
+from .shard import Shard, ShardError, split
 
 U = TypeVar("U")
 R = TypeVar("R")
@@ -100,8 +102,13 @@ class ProtocolRun(Generic[U, R]):
 
     def __init__(self, protocol: Protocol[U, R], run: Run, *, model: str | None = None, device: str | None = None,
                  scale: str | None = None, revision: str | None = None, options: Mapping[str, Any] | None = None,
-                 api_key_env: str | None = None):
+                 api_key_env: str | None = None, shard: Shard | None = None):
         self.protocol = protocol
+        #: The shard this session measures (``--shard K/N``), or None for the whole run.
+        self.shard = shard
+        if shard is not None and protocol.unshardable:
+            raise UsageProblem(f"--shard {shard}: {protocol.label} cannot be sharded ({protocol.unshardable}); "
+                               "run it without --shard")
         self.run = run
         self.scale = scale
         #: Name of the environment variable holding a served model's API key (never its value).
@@ -120,6 +127,9 @@ class ProtocolRun(Generic[U, R]):
         self._fixture_sets: dict[str, Any] | None = None
         self._fixture_hashes: dict[str, str] | None = None
         self._units: list[U] | None = None
+        self._shard_units: list[U] | None = None
+        #: Further facts for ``provenance.json``'s ``extra`` (a merged run lists its shards here).
+        self.provenance_more: dict[str, Any] = {}
         self._ledger: Ledger | None = None
         self._started = False
         self._remeasured: dict[str, R] = {}
@@ -167,7 +177,7 @@ class ProtocolRun(Generic[U, R]):
 
     def identity(self, revision: str | None = None) -> dict[str, Any]:
         """What every record of this run carries: model, revision, device, prereg, fixtures and settings."""
-        return {
+        identity = {
             "protocol": self.protocol.name,
             "model": self.model,
             "revision": revision if revision is not None else self.revision,
@@ -176,6 +186,10 @@ class ProtocolRun(Generic[U, R]):
             "fixtures": self.fixture_hashes,
             "settings": self.settings_record,
         }
+        if self.shard is not None:  # a shard resumes only as the same shard; a merged run carries neither key
+            identity["shard"] = str(self.shard)
+            identity["batch_size"] = self.protocol.batch_size(self)  # the split follows the run's batches
+        return identity
 
     # ----------------------------------------------------------------- the run directory
 
@@ -265,6 +279,24 @@ class ProtocolRun(Generic[U, R]):
             self._units = units
         return self._units
 
+    @property
+    def shard_units(self) -> list[U]:
+        """The units this session measures: the whole run's, or those of its shard (:mod:`benchmarks.core.shard`),
+        in the order an unsharded run measures them.  A shard that holds no unit is a :class:`UsageProblem`."""
+        if self._shard_units is None:
+            if self.shard is None:
+                self._shard_units = self.units
+            else:
+                try:
+                    mine = split(self.protocol, self, self.units, self.shard.count)[self.shard.index]
+                except ShardError as exc:
+                    raise UsageProblem(str(exc)) from None
+                if not mine:
+                    raise UsageProblem(f"--shard {self.shard}: this shard holds no unit of the run ({len(self.units)} "
+                                       "units); use fewer shards")
+                self._shard_units = mine
+        return self._shard_units
+
     def write_fixtures(self) -> dict[str, Any]:
         """``fixtures.json``: every fixture set's records and sha256, plus the protocol's extras (once per run)."""
         return self.once(FIXTURES_FILE, lambda: {
@@ -289,7 +321,8 @@ class ProtocolRun(Generic[U, R]):
             fixtures=self.fixture_hashes,
             identity=identity,
             deviations=self.deviations,
-            extra={"settings": self.settings_record, **self.protocol.provenance_extra(self)},
+            extra={"settings": self.settings_record, **self.protocol.provenance_extra(self),
+                   **({"shard": str(self.shard), "host": platform.node()} if self.shard is not None else {}), **self.provenance_more},
             tuning=self.tuning.record(),
         )
         self._ledger.identity = identity
@@ -310,7 +343,7 @@ class ProtocolRun(Generic[U, R]):
     def measure_all(self) -> list[R]:
         """Every unit's record: measured now for the units not yet in the ledger, under the run's lock."""
         protocol = self.protocol
-        units = self.units
+        units = self.shard_units
         with self.lock("measure"):
             self.check_resume()
             self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
@@ -359,7 +392,7 @@ class ProtocolRun(Generic[U, R]):
             self.check_resume()
             self.ledger_path.parent.mkdir(parents=True, exist_ok=True)
             with Ledger(self.ledger_path, protocol.record_type, protocol.record_key) as ledger:
-                wanted = {protocol.unit_key(u) for u in self.units} - set(ledger.done)
+                wanted = {protocol.unit_key(u) for u in self.shard_units} - set(ledger.done)
                 self._ledger = ledger
                 try:
                     self.start(description)
@@ -440,10 +473,39 @@ class ProtocolRun(Generic[U, R]):
         summary.update(extras)
         return summary
 
+    def build_shard_summary(self, records: Sequence[R]) -> dict[str, Any]:
+        """The summary of a shard: what it measured and under which identity, and no classification (its units are
+        part of a run that is decided once its shards are merged)."""
+        protocol = self.protocol
+        provenance = self.load_provenance()
+        names = [b.name for b in {**protocol.classifications, **protocol.breakdowns}.values()]
+        return {
+            "schema_version": SUMMARY_SCHEMA_VERSION,
+            "protocol": protocol.name,
+            "run_id": self.run_id,
+            "status": "shard",
+            "shard": str(self.shard),
+            "classifications": {name: None for name in names},
+            "classification_problems": {name: f"shard {self.shard}: decided after merge" for name in names},
+            "settings": self.settings_record,
+            "deviations": self.deviations,
+            "fixtures_sha256": self.fixture_hashes,
+            "prereg_sha256": protocol.prereg.sha256,
+            "preregistration": header_record(protocol.prereg),
+            "model": dict(provenance.model) if provenance else None,
+            "started_at": provenance.started_at if provenance else None,
+            "records": {"file": protocol.ledger_name(self), "count": len(records), "units_of_run": len(self.units)},
+        }
+
     def write_results(self, records: Sequence[R], measured: Mapping[str, Any]) -> dict[str, Path]:
-        """The summary, the protocol's result files and figures, each written once per run; name -> path."""
+        """The summary, the protocol's result files and figures, each written once per run; name -> path.
+        A shard writes its summary only (:meth:`build_shard_summary`)."""
         protocol = self.protocol
         self.phase("writing results")
+        if self.shard is not None:
+            self.once(protocol.summary_file, lambda: self.build_shard_summary(records))
+            self.phase("finished")
+            return {protocol.summary_file: self.path(protocol.summary_file)}
         self.once(protocol.summary_file, lambda: self.build_summary(records, measured))
         written = {protocol.summary_file: self.path(protocol.summary_file)}
         for name, build in protocol.result_files(self, records, measured).items():

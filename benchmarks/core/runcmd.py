@@ -88,6 +88,8 @@ def exit_code(pytest_status: int, entry: dict[str, Any] | None) -> int:
     """The CLI's exit code from pytest's exit status and the protocol's summary entry (or None)."""
     if pytest_status == 4:
         return EXIT_USAGE
+    if entry is not None and entry.get("shard"):  # a shard decides nothing: complete is all it can be
+        return EXIT_PASSED if entry["status"] == "complete" else EXIT_BROKEN
     if entry is None or entry["status"] != "complete" or not entry["classifications"]:
         return EXIT_BROKEN
     outcomes = [c["outcome"] for c in entry["classifications"].values()]
@@ -108,8 +110,9 @@ def run_command_args(args: argparse.Namespace) -> int:
     return run([args.protocol, *args.pytest_args])
 
 
-def run(argv: list[str]) -> int:
-    """``preregbench run PROTOCOL ARGS...`` (``argv`` = the protocol and the pytest arguments)."""
+def run(argv: list[str], plugins: list[Any] | None = None) -> int:
+    """``preregbench run PROTOCOL ARGS...`` (``argv`` = the protocol and the pytest arguments; ``plugins``: further
+    plugin objects of the session)."""
     name, rest = argv[0], list(argv[1:])
     folder = _protocol_folder(name)
     if folder is None:
@@ -123,7 +126,7 @@ def run(argv: list[str]) -> int:
     # returning it to the kernel after every large temporary of a forward pass (benchmarks/core/tuning.py).
     tuning.keep_freed_heap()
     verdict = _Verdict()
-    status = int(pytest.main([str(folder), "-p", "benchmarks.core.plugin", *rest], plugins=[verdict]))
+    status = int(pytest.main([str(folder), "-p", "benchmarks.core.plugin", *rest], plugins=[verdict, *(plugins or [])]))
     entry = None
     if verdict.summary is not None:
         entry = verdict.summary["protocols"].get(folder.name)
@@ -134,10 +137,13 @@ def run(argv: list[str]) -> int:
         print(f"preregbench run: {folder.name}: no run was made (pytest exit status {status})", file=sys.stderr)
         return code
     labels = "; ".join(f"{c}: {e['outcome']['label']}" for c, e in entry["classifications"].items()) or "no classification"
+    if entry.get("shard"):
+        labels = f"shard {entry['shard']}, decided after merge"
     report = Path(entry["run_dir"]) / "report.json"
     html = report.with_name("report.html")
     shown = html if html.is_file() else report
-    meaning = {EXIT_PASSED: "passed", EXIT_GATE_FAILED: "gate failed", EXIT_BROKEN: entry["status"]}[code]
+    meaning = {EXIT_PASSED: "measured" if entry.get("shard") else "passed", EXIT_GATE_FAILED: "gate failed",
+               EXIT_BROKEN: entry["status"]}[code]
     print(f"preregbench run: {folder.name} {entry['run_id']}: {labels} [{entry['status']}, {meaning}, exit {code}]")
     print(f"preregbench run: report {shown}")
     return code

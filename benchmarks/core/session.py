@@ -30,6 +30,7 @@ class SessionState:
     tests: dict[str, dict[str, Any]] = field(default_factory=dict)
     summary: dict[str, Any] | None = None
     unwritable: set[str] = field(default_factory=set)  # protocols whose run directory cannot be used
+    shard: str | None = None  # ``K/N`` of a shard session (``--shard``), else None
 
 
 STATE = pytest.StashKey[SessionState]()

@@ -127,6 +127,7 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
     prereg_schema = CwrPrereg
     record_type = CwrRecord
     record_key = "item_id"
+    volatile_fields = ("endpoint",)
     #: A model that takes rendered text gets the text its own template makes of the chat (what is recorded);
     #: one that takes chats only (a served model) gets the chat, and the record holds its canonical JSON.
     needs = {models.CHAT: "sends each unit as a single-turn chat"}

@@ -58,6 +58,7 @@ class ImportedProtocol(Protocol[ImportedSample, DecidedSample]):
     prereg_schema = ImportedPrereg
     record_type = DecidedSample
     record_key = "unit"
+    unshardable = "its samples were measured by the imported evaluation already; there is nothing to split"
     needs: Mapping[str, str] = {}
     options = (Option("source", "the import directory (written by preregbench import ... --out DIR) whose samples "
                                 "the run decides; not needed to re-read a finished run"),

@@ -23,6 +23,7 @@ retune rule) is :mod:`.instrument`, driven by :mod:`.rounds`.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -105,6 +106,7 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
     rule_blocks = RULE_BLOCKS
     breakdown_blocks = BREAKDOWN_BLOCKS
     scripted_keyword = "checks"
+    volatile_fields = ("latency_s", "endpoint")
     needs = {models.CHAT: "sends each episode as a chat"}
     options = (
         Option("state", "generator state to probe (default: the preregistered one)", choices=lambda: list(STATES)),
@@ -162,6 +164,23 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
 
     def settings_record(self, settings: ProbeSettings) -> dict[str, Any]:
         return settings.record()
+
+    def options_from_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The options that give a recorded probe's settings back: its state (a retune's base state and every dial
+        it moved), seed, units per tier, generation bound, timeout and the probe it retunes."""
+        name = str(settings.get("generator_state") or "")
+        retune_of = settings.get("retune_of")
+        base = name.removesuffix("-retune") if retune_of and name.endswith("-retune") else name
+        options: dict[str, Any] = {
+            "state": base if base in STATES else None, "seed": settings.get("seed"),
+            "units-per-tier": settings.get("units_per_tier"), "max-tokens": settings.get("max_tokens"),
+            "timeout": settings.get("timeout_s"), "retune-of": retune_of,
+        }
+        if retune_of and base in STATES:
+            frozen = STATES[base].dials()
+            options["dial"] = [f"{key}={json.dumps(value)}" for key, value in sorted((settings.get("dials") or {}).items())
+                               if frozen.get(key) != value]
+        return options
 
     def deviations(self, run: ProtocolRun) -> list[str]:
         spec, s = self.spec.probe, run.settings

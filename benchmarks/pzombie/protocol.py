@@ -74,6 +74,9 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
     prereg_schema = PzPrereg
     record_type = PzRecord
     record_key = "unit_id"
+    volatile_fields = ("seconds",)
+    unshardable = ("each preset's prompts are measured from one calibrated frozen state in one engine; run the "
+                   "preregistered scales as separate runs instead")
     summary_file = "stats.json"
     figures = FIGURES
     needs = {
