@@ -117,7 +117,7 @@ def _check_one_run(shards: list[ShardRun], protocol: Protocol) -> None:
         conflicts = identity_conflicts(_unsharded(first.identity), _unsharded(other.identity))
         if conflicts:
             raise MergeRefused(f"{other.name} is not a shard of the run {first.name} belongs to: {conflicts[0]} "
-                               "(recorded there -> here); merge only the shards of one run")
+                               "(first shard -> this one); merge only the shards of one run")
         if other.shard.count != first.shard.count:
             raise MergeRefused(f"{other.name} is shard {other.shard}, {first.name} is shard {first.shard}: the shards "
                                "of one run share one N")

@@ -240,6 +240,15 @@ def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session
             run.shard_units  # a shard that holds no unit, or a protocol whose batching cannot be split, stops here
     except (UsageProblem, pytest.UsageError) as exc:
         _stop(protocol, str(exc), session)
+    recorded = config.stash.get(RECORDED_REVISION, None)
+    if recorded is not None:  # a run whose every unit is recorded (a merge): no model is loaded or looked up
+        pin_revision(config, protocol.name, recorded)
+        run.revision = recorded
+        try:
+            run.check_resume()
+        except UsageProblem as exc:
+            _stop(protocol, str(exc), session)
+        return run
     if run.device.startswith("cuda"):
         missing = cuda_missing()
         if missing:
@@ -258,8 +267,7 @@ def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session
     if problem:
         _stop(protocol, problem, session)
     try:
-        recorded = config.stash.get(RECORDED_REVISION, None)
-        sha = recorded or hub_revision(run.model, config.getoption("benchmark_revision"), run.preregistered)
+        sha = hub_revision(run.model, config.getoption("benchmark_revision"), run.preregistered)
     except models.ModelUnavailableError as exc:
         _stop(protocol, str(exc), session)
     if sha is not None:

@@ -28,7 +28,8 @@ from benchmarks.core.selfcheck import run_protocol_once
 from benchmarks.core.shard import MAX_SHARDS, ShardError, parse_shard, split
 from benchmarks.res.spec import HERE as RES
 
-ORACLE = ("--model", "scripted-oracle", "-n", "0")
+#: A scripted model that a plugin registers (the merge decides without loading or looking up the model).
+SCRIPTED = ("-p", "benchmarks.res.scenarios", "--model", "scripted-res-mixed", "-n", "0")
 
 
 # --------------------------------------------------------------------------- the split
@@ -110,9 +111,9 @@ def test_the_split_does_not_depend_on_the_process() -> None:
 def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """results/res/{s1,s2} (shards 1/2 and 2/2 of one run), s2-constant (shard 2/2 of another model), whole."""
     results = tmp_path_factory.mktemp("shards") / "results"
-    for run_id, args in (("s1", (*ORACLE, "--shard", "1/2")), ("s2", (*ORACLE, "--shard", "2/2")),
+    for run_id, args in (("s1", (*SCRIPTED, "--shard", "1/2")), ("s2", (*SCRIPTED, "--shard", "2/2")),
                          ("s2-constant", ("--model", "scripted-constant", "-n", "0", "--shard", "2/2")),
-                         ("whole", ORACLE)):
+                         ("whole", SCRIPTED)):
         done = run_protocol_once(RES, results, *args, "--run-id", run_id)
         assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
     return results
@@ -185,7 +186,7 @@ def test_the_merge_command_writes_and_decides_the_run(made: Path, tmp_path: Path
 
 def test_shards_of_different_models_are_refused(capsys, results: Path) -> None:
     assert_refused(capsys, results, [results / "res" / "s1", results / "res" / "s2-constant"],
-                   "s2-constant is not a shard of the run", "model: 'scripted-oracle' -> 'scripted-constant'")
+                   "s2-constant is not a shard of the run", "model: 'scripted-res-mixed' -> 'scripted-constant'")
 
 
 def test_a_missing_unit_is_refused(capsys, results: Path) -> None:
@@ -291,7 +292,7 @@ def test_the_merged_run_lists_its_shards(capsys, results: Path) -> None:
 
 
 def test_a_shard_resumes_only_as_the_same_shard(results: Path) -> None:
-    done = run_protocol_once(RES, results, *ORACLE, "--shard", "2/2", "--run-id", "s1")
+    done = run_protocol_once(RES, results, *SCRIPTED, "--shard", "2/2", "--run-id", "s1")
     assert done.returncode == 4
     assert "shard: '1/2' -> '2/2'" in done.stdout + done.stderr
 
@@ -302,7 +303,7 @@ def test_a_shard_resumes_only_as_the_same_shard(results: Path) -> None:
     (("--shard", "64/64"), "this shard holds no unit of the run"),
 ])
 def test_bad_shards_stop_before_any_test(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
-    done = run_protocol_once(RES, tmp_path / "results", *ORACLE, *args)
+    done = run_protocol_once(RES, tmp_path / "results", *SCRIPTED, *args)
     assert done.returncode == 4, done.stdout[-1500:]
     assert words in done.stdout + done.stderr
     assert not (tmp_path / "results" / "res").exists() or not any((tmp_path / "results" / "res").iterdir())
