@@ -130,6 +130,9 @@ class GenerationSettings:
     stop: tuple[str, ...] = ()  # extra stop strings / tokens besides the model's eos
     repetition_penalty: float = 1.0
     no_repeat_ngram_size: int = 0
+    #: Whether decoding reuses the key/value cache of earlier positions (the default).  False: every step runs the
+    #: model over the whole sequence so far (local transformers models; a backend without such a cache ignores it).
+    use_cache: bool = True
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 0:

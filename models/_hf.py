@@ -393,6 +393,14 @@ class TransformersModel(LanguageModel):
                          **self._last_only)
         return out.logits[:, -1, :].to(dtype=torch.float32), cache_of(out)
 
+    def _uncached(self, sequences: Any, mask: Any) -> Any:
+        """Last-position float32 logits of a forward over the whole left-padded ``sequences``, caching nothing."""
+        torch = _torch()
+        positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 1)
+        out = self.model(input_ids=sequences, attention_mask=mask, position_ids=positions, use_cache=False,
+                         **self._last_only)
+        return out.logits[:, -1, :].to(dtype=torch.float32)
+
     def _run_batch(
         self,
         texts: Sequence[str],
@@ -407,8 +415,12 @@ class TransformersModel(LanguageModel):
         input_ids = enc.input_ids.to(device)
         mask = enc.attention_mask.to(device)
         positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 1)
-        # One prefill serves the choice logits and the first greedy token; decoding reuses its cache.
-        logits, cache = self._prefill(input_ids, mask, positions)
+        # One prefill serves the choice logits and the first greedy token; decoding reuses its cache (unless
+        # settings.use_cache is False: then every step runs over the whole sequence and nothing is cached).
+        if settings.use_cache:
+            logits, cache = self._prefill(input_ids, mask, positions)
+        else:
+            logits, cache = self._uncached(input_ids, mask), None
         n = len(texts)
         scores = [None] * n
         if choice_ids is not None:
@@ -437,6 +449,9 @@ class TransformersModel(LanguageModel):
                 if bool(done.all()) or step == settings.max_new_tokens - 1:
                     break
                 mask = torch.cat([mask, mask.new_ones((n, 1))], dim=-1)
+                if not settings.use_cache:
+                    logits = self._uncached(sequences, mask)
+                    continue
                 positions = positions[:, -1:] + 1
                 out = self.model(input_ids=next_tokens[:, None], attention_mask=mask, position_ids=positions,
                                  use_cache=True, **{self._cache_arg: cache})

@@ -26,11 +26,11 @@ def engine_config(scale: str | None, **overrides: Any) -> px.PxConfig:
             raise px.PxError("a model outside the preregistered scales needs recur_start= (the prereg gives none for it)")
         other = OTHER_SCALE_WARMUP
         values: dict[str, Any] = {"scale": "other", "warmup_centre": other.warmup_centre,
-                                  "warmup_jitter": other.warmup_jitter}
+                                  "warmup_jitter": other.warmup_jitter, "use_cache": True}
     elif scale in spec.scales:
         chosen = spec.scales[scale]
         values = {"scale": scale, "recur_start": chosen.recur_start, "warmup_centre": chosen.warmup_centre,
-                  "warmup_jitter": chosen.warmup_jitter}
+                  "warmup_jitter": chosen.warmup_jitter, "use_cache": chosen.use_cache}
     else:
         raise px.PxError(f"unknown scale {scale!r}; preregistered scales: {', '.join(spec.scales)} "
                          "(or scale=None with recur_start= for another model)")

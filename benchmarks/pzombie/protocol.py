@@ -146,9 +146,20 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
             found.append(f"isolation {settings.isolation!r} instead of {expected!r}")
         return found
 
+    def operational(self, run: ProtocolRun) -> dict[str, Any]:
+        """The seed's operational settings this run applies: the CUDA allocator setting of every process that loads
+        the model and ``torch.cuda.empty_cache()`` before every generation (CUDA only), and whether decoding reuses
+        the KV cache (the scale's ``use_cache``)."""
+        cuda = run.device.startswith("cuda")
+        conf, empty = self.spec.run.cuda_alloc_conf, self.spec.run.cuda_empty_cache  # read on every device
+        return {"cuda_alloc_conf": conf if cuda else None,
+                "empty_cache_before_generation": bool(cuda and empty),
+                "use_cache": engine_config(run.settings.scale).use_cache}
+
     def provenance_extra(self, run: ProtocolRun) -> dict[str, Any]:
         return {"deviations_from_original": list(DEVIATIONS_FROM_ORIGINAL),
-                "engine_config_sha256": engine_config(run.settings.scale).sha256()}
+                "engine_config_sha256": engine_config(run.settings.scale).sha256(),
+                "operational": self.operational(run)}
 
     # ----------------------------------------------------------------- units
 
@@ -216,6 +227,7 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
         rows = {row["prompt_id"]: row for row in self.prompts(run, "measured")}
         stored = {preset: self.stored_calibration(run, preset) for preset in self.spec.run.presets}
         config = engine_config(settings.scale)
+        operational = self.operational(run)
         if run.model in models.BUNDLED and settings.isolation == "fork":
             # Convert the bundled GGUF here, once, if its cache is missing: the loader process must only load
             # (a loader that computed before forking would hang its children, see DESIGN.md).
@@ -254,6 +266,8 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
                 on_record=lambda record: append(record_from_engine(record, rows[record.prompt_id])),
                 frozen_state=stored[preset]["frozen_state"] if stored[preset] else None,
                 timeout_s=self.spec.run.prompt_timeout_s,
+                cuda_alloc_conf=operational["cuda_alloc_conf"],
+                empty_cache=operational["empty_cache_before_generation"],
             )
 
     # ----------------------------------------------------------------- results
@@ -291,6 +305,7 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
             "published_sr61_final_v2": PUBLISHED.get(run.settings.scale),
             "deviations_from_original": list(DEVIATIONS_FROM_ORIGINAL),
             "engine_config_sha256": engine_config(run.settings.scale).sha256(),
+            "operational": self.operational(run),
             # The frozen definitions the telemetry and the statistics follow, as text beside the numbers.
             "definitions": {"telemetry": dict(self.spec.telemetry), "metrics": dict(self.spec.metrics)},
             "intervals": intervals(records),

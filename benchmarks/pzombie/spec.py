@@ -29,7 +29,6 @@ __all__ = ["CATEGORIES", "CLASSIFICATIONS", "DEVIATIONS_FROM_ORIGINAL", "FIGURES
 DEVIATIONS_FROM_ORIGINAL = (
     "BASELINE runs the calibrator and router as pure observers (the original recorded nothing there, H = 0)",
     "generation stops on <end_of_turn> (the original per-prompt path did not)",
-    "decoding uses the KV cache; the prelude-boundary kurtosis of the newest position does not depend on it",
     "phi is measured and calibrated as the router's second axis (the original never updated phi under Gemma 3)",
     "ACTIVE_MANIFOLD's selector, loop and blend operators are this suite's, written down in the prereg and README",
     "the prompts are this suite's own 80 + 10, one set for every path",
@@ -53,6 +52,8 @@ class RunSpec:
     isolation_cpu: str  # fork | spawn | inprocess
     isolation_cuda: str
     prompt_timeout_s: float
+    cuda_alloc_conf: str  # PYTORCH_CUDA_ALLOC_CONF of every process that loads the model on CUDA
+    cuda_empty_cache: bool  # torch.cuda.empty_cache() before every generation on CUDA
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class ScaleSpec:
     recur_start: int  # prelude layers [0, recur_start)
     warmup_centre: float  # synthetic kurtosis warmup: centre ...
     warmup_jitter: float  # ... plus uniform jitter in [-jitter, +jitter]
+    use_cache: bool  # decoding reuses the KV cache; False recomputes the whole sequence each step
 
 
 @dataclass(frozen=True)

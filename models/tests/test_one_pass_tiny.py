@@ -104,3 +104,39 @@ def saved_tiny_model(folder: Path):
     made.model.save_pretrained(folder, safe_serialization=True)
     made.tokenizer.save_pretrained(folder)
     return made
+
+
+@pytest.mark.parametrize("penalised", [False, True])
+def test_decoding_without_the_cache_equals_the_cached_path_on_padded_batches(penalised: bool) -> None:
+    """``use_cache=False`` runs the model over the whole sequence at every step: on a padded batch it gives the same
+    greedy tokens as decoding from the cache, and the same as each prompt alone without padding or cache."""
+    model = tiny_model()
+    texts = prompts()
+    extra = {"repetition_penalty": 1.3, "no_repeat_ngram_size": 2} if penalised else {}
+    cached = model.generate(texts, GenerationSettings(max_new_tokens=6, **extra))
+    uncached = model.generate(texts, GenerationSettings(max_new_tokens=6, use_cache=False, **extra))
+    assert [r.token_ids for r in uncached] == [r.token_ids for r in cached]
+    assert [r.finish_reason for r in uncached] == [r.finish_reason for r in cached]
+    if not penalised:
+        for text, response in zip(texts, uncached):
+            assert list(response.token_ids) == plain(model, text, 6)[1], text
+
+
+def test_decoding_without_the_cache_runs_the_whole_sequence_each_step() -> None:
+    """The uncached path hands the model every position at every step (what a forward hook sees), the cached one
+    only the newest position after the prefill."""
+    model = tiny_model()
+    text = prompts(1)[0]
+    seen: dict[bool, list[int]] = {True: [], False: []}
+    for use_cache in (True, False):
+        hook = model.model.model.layers[0].register_forward_hook(
+            lambda module, args, out, use_cache=use_cache: seen[use_cache].append(
+                (out[0] if isinstance(out, tuple) else out).shape[1]))
+        try:
+            model.generate([text], GenerationSettings(max_new_tokens=4, use_cache=use_cache))
+        finally:
+            hook.remove()
+    length = len(model.encode(text))
+    assert seen[True][0] == seen[False][0] == length
+    assert seen[True][1:] == [1] * (len(seen[True]) - 1)
+    assert seen[False] == list(range(length, length + len(seen[False])))

@@ -74,6 +74,9 @@ class PxConfig:
     repetition_penalty: float  # ACTIVE_MANIFOLD generation
     no_repeat_ngram_size: int  # ACTIVE_MANIFOLD generation
     stop_tokens: tuple[str, ...]  # generation stops on these besides eos
+    #: Decoding reuses the key/value cache (True), or recomputes the whole sequence every step, the loop operator
+    #: then applying to every position at each step (False: the 4B and E2B scales, as the original ran them).
+    use_cache: bool
 
     def __post_init__(self) -> None:
         n = len(self.zones)

@@ -280,8 +280,10 @@ def run_one(
     phase: str,
     isolation: str,
     state_sha256: str,
+    empty_cache: bool = False,
 ) -> PxRecord:
-    """Generate for one chat prompt under ``preset`` with the engine tapped in; the taps are gone afterwards."""
+    """Generate for one chat prompt under ``preset`` with the engine tapped in; the taps are gone afterwards.
+    ``empty_cache``: release the CUDA allocator's cached blocks first (``torch.cuda.empty_cache()``)."""
     if preset not in PRESETS:
         raise PxError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     config = calibrator.config
@@ -297,6 +299,10 @@ def run_one(
     # z_TD of a calibration prompt is taken before its own diversity joins the statistics.
     if calibrating:
         calibrator.observe_prompt(td)
+    if empty_cache:
+        import torch
+
+        torch.cuda.empty_cache()
     started = time.perf_counter()
     with model.taps(tracer, layers=range(config.recur_start - 1, len(layers)), modify=preset == ACTIVE_MANIFOLD):
         response = model.generate([rendered], settings)[0]
@@ -341,5 +347,6 @@ def generation_settings(preset: str, max_new_tokens: int, config: PxConfig) -> G
         stop=tuple(config.stop_tokens),
         repetition_penalty=config.repetition_penalty if active else 1.0,
         no_repeat_ngram_size=config.no_repeat_ngram_size if active else 0,
+        use_cache=config.use_cache,
     )
 

@@ -108,6 +108,14 @@ class _Job:
     config: PxConfig
     settings: GenerationSettings
     isolation: str
+    cuda_alloc_conf: str | None = None  # PYTORCH_CUDA_ALLOC_CONF of every process that loads the model
+    empty_cache: bool = False  # torch.cuda.empty_cache() before every generation
+
+
+def _allocator(job: _Job) -> None:
+    """In a process that has not loaded the model yet: the CUDA allocator's settings (read at its first use)."""
+    if job.cuda_alloc_conf:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = job.cuda_alloc_conf
 
 
 def _as_prompts(prompts: Iterable[Any], what: str) -> list[PxPrompt]:
@@ -139,7 +147,8 @@ def _calibrate(model: LanguageModel, prompts: Sequence[PxPrompt], job: _Job) -> 
     for prompt in prompts:
         before = calibrator.state.sha256()
         record = run_one(model, prompt.id, prompt.text, calibrator, preset=job.preset, settings=job.settings,
-                         phase="calibration", isolation=job.isolation, state_sha256=before)
+                         phase="calibration", isolation=job.isolation, state_sha256=before,
+                         empty_cache=job.empty_cache)
         records.append(record.as_dict())
     return calibrator.freeze().as_dict(), records
 
@@ -150,7 +159,7 @@ def _measure(model: LanguageModel, prompt: PxPrompt, state: dict[str, Any], job:
     try:
         session = AutoCalibrator(job.config, frozen).session()
         record = run_one(model, prompt.id, prompt.text, session, preset=job.preset, settings=job.settings,
-                         phase="measured", isolation=job.isolation, state_sha256=sha)
+                         phase="measured", isolation=job.isolation, state_sha256=sha, empty_cache=job.empty_cache)
     except Exception as exc:  # noqa: BLE001 - a prompt that breaks the engine or the model is counted, not fatal
         record = _error_record(prompt, job, "backend_error", f"{type(exc).__name__}: {exc}", sha)
     return record.as_dict()
@@ -216,18 +225,21 @@ def _prepare_bundled(name: str) -> str:
 
 def _spawn_calibrate(spec: ModelSpec, prompts: Sequence[PxPrompt], job: _Job) -> tuple[dict, list, dict]:
     _quiet()
+    _allocator(job)
     model = spec.load()
     state, records = _calibrate(model, prompts, job)
     return state, records, model.describe().as_dict()
 
 
-def _spawn_describe(spec: ModelSpec) -> dict[str, Any]:
+def _spawn_describe(spec: ModelSpec, job: _Job) -> dict[str, Any]:
     _quiet()
+    _allocator(job)
     return spec.load().describe().as_dict()
 
 
 def _spawn_measure(spec: ModelSpec, prompt: PxPrompt, state: dict[str, Any], job: _Job) -> dict[str, Any]:
     _quiet()
+    _allocator(job)
     return _measure(spec.load(), prompt, state, job)
 
 
@@ -235,6 +247,7 @@ def _loader_main(spec: ModelSpec, job: _Job, calibration: Sequence[PxPrompt], pr
                  state: dict[str, Any] | None, timeout_s: float, conn: Any) -> None:
     """The pristine loader: load, never compute, fork a child per phase and per prompt, forward the results."""
     _quiet()
+    _allocator(job)
     try:
         fork = multiprocessing.get_context("fork")
         if spec.factory is None and spec.name in BUNDLED:
@@ -302,6 +315,8 @@ def run_prompts(
     on_calibrated: Callable[[dict[str, Any]], None] | None = None,
     frozen_state: Mapping[str, Any] | None = None,
     timeout_s: float,
+    cuda_alloc_conf: str | None = None,
+    empty_cache: bool = False,
 ) -> PxRun:
     """Calibrate on ``calibration_prompts`` (in order, before anything is measured), freeze the calibrator, then
     run every prompt from that frozen state under ``isolation``; ``on_record`` sees each measured record as soon
@@ -315,6 +330,9 @@ def run_prompts(
     settings, calibration wall time), so that a run killed while measuring keeps them.
     ``timeout_s``: the wall-clock limit of one prompt in an isolated process (the preregistered
     ``[run] prompt_timeout_s``); a prompt past it becomes a ``timeout`` record.
+    ``cuda_alloc_conf``: ``PYTORCH_CUDA_ALLOC_CONF`` set in every process that loads the model, before it loads (in
+    this process too with ``inprocess`` and a :class:`ModelSpec`); ``empty_cache``: ``torch.cuda.empty_cache()``
+    before every generation.  Both for CUDA runs (the prereg's ``[run]`` operational settings).
     """
     if preset not in PRESETS:
         raise PxError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
@@ -337,7 +355,7 @@ def run_prompts(
             raise PxError("frozen_state is not frozen; pass the frozen_state of a finished calibration")
         AutoCalibrator(config, checked)  # raises when it belongs to another configuration
         frozen_state = checked.as_dict()
-    job = _Job(preset, config, settings, isolation)
+    job = _Job(preset, config, settings, isolation, cuda_alloc_conf, empty_cache)
     started = time.perf_counter()
     records: list[PxRecord] = []
     calibration_records: list[PxRecord] = []
@@ -357,6 +375,8 @@ def run_prompts(
             on_record(record)
 
     if isolation == "inprocess":
+        if isinstance(model, ModelSpec):
+            _allocator(job)
         loaded = model.load() if isinstance(model, ModelSpec) else model
         description = loaded.describe().as_dict()
         if state is None:
@@ -375,7 +395,7 @@ def run_prompts(
             state, cal, description = value
             calibration_records = [PxRecord.from_dict(r) for r in cal]
         elif on_calibrated is not None:
-            kind, value = _in_child(ctx, _spawn_describe, (model,), timeout_s)
+            kind, value = _in_child(ctx, _spawn_describe, (model, job), timeout_s)
             if kind != "ok":
                 raise PxError(f"loading the model failed ({kind}): {value}")
             description = value

@@ -7,6 +7,7 @@ the factory's module to unpickle it, imports only ``models`` and this file.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from models import (
     GEMMA3_CHAT_TEMPLATE,
@@ -52,3 +53,16 @@ def tiny_gemma(device: str = "cpu", dtype: str = "float32") -> LanguageModel:
     return TransformersModel(model, load_tokenizer(folder), model_id="tiny-gemma3-from-config",
                              revision="sha256:" + "0" * 64, source="from_config", chat_template=GEMMA3_CHAT_TEMPLATE,
                              stop_tokens=("<end_of_turn>",))
+
+
+def env_echo_gemma(**options) -> LanguageModel:
+    """The tiny Gemma, whose every answer is the PYTORCH_CUDA_ALLOC_CONF its process found (empty when unset)."""
+    model = tiny_gemma(**options)
+    original = model.generate
+
+    def generate(prompts, settings=None):
+        found = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+        return [replace(r, text=found) for r in original(prompts, settings or GenerationSettings())]
+
+    model.generate = generate
+    return model

@@ -15,7 +15,7 @@ from benchmarks.pzombie.protocol import PROTOCOL
 from benchmarks.pzombie.spec import CLASSIFICATIONS, HERE, OTHER_SCALE_WARMUP, PREREG, PUBLISHED
 
 SPEC = PREREG.values
-PER_SCALE = {"scale", "recur_start", "warmup_centre", "warmup_jitter"}
+PER_SCALE = {"scale", "recur_start", "warmup_centre", "warmup_jitter", "use_cache"}
 
 
 def test_every_engine_constant_is_preregistered():
@@ -34,7 +34,8 @@ def test_engine_config_takes_every_value_from_the_prereg(scale):
     config = engine_config(scale).as_dict()
     chosen = SPEC.scales[scale]
     assert config == {**SPEC.engine, "scale": scale, "recur_start": chosen.recur_start,
-                      "warmup_centre": chosen.warmup_centre, "warmup_jitter": chosen.warmup_jitter}
+                      "warmup_centre": chosen.warmup_centre, "warmup_jitter": chosen.warmup_jitter,
+                      "use_cache": chosen.use_cache}
 
 
 def test_a_model_outside_the_scales_takes_the_other_warmup():

@@ -303,3 +303,68 @@ def test_engine_runs_other_layer_layouts_and_removes_its_hooks(build):
         data = json.loads(json.dumps(run.as_dict(), allow_nan=False))
         assert [PxRecord.from_dict(r) for r in data["records"]] == run.records
         assert CalibratorState.from_dict(data["frozen_state"]).sha256() == run.frozen_state_sha256
+
+
+def test_the_scales_without_the_kv_cache_are_4b_and_e2b():
+    assert {scale: engine_config(scale).use_cache for scale in PREREG.values.scales} == {
+        "270M": True, "1B": True, "4B": False, "E2B": False}
+    for scale in PREREG.values.scales:
+        for preset in ("ACTIVE_MANIFOLD", "BASELINE"):
+            assert generation_settings(preset, 4, engine_config(scale)).use_cache is engine_config(scale).use_cache
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("build", [_tiny_gemma3_multimodal, _tiny_gemma3n], ids=["4B-layout", "E2B-layout"])
+def test_decoding_without_the_cache_on_the_4b_and_e2b_layouts(build, capsys):
+    """The 4B and E2B scales decode without the KV cache (the seed's use_cache=False during recursion).  On their
+    layouts, BASELINE (the engine observing only) gives the cached path's tokens and telemetry; ACTIVE_MANIFOLD
+    may differ, since its loop operator then acts on every position at every step; both run to the end."""
+    import torch
+
+    torch.manual_seed(0)
+    net, tokenizer_of, _, _ = build()
+    model = TransformersModel(net, _bundled_tokenizer(tokenizer_of), model_id="tiny", revision="sha256:" + "0" * 64,
+                              source="from_config", chat_template=GEMMA3_CHAT_TEMPLATE)
+    prompts = [("a", "What is 2 + 2?"), ("b", "Write a line about rain."), ("d", "Is every square a rectangle?")]
+    runs = {}
+    for use_cache in (True, False):
+        config = engine_config("270M", recur_start=2, final_layers=1, window_base=2, window_min=1, window_max=3,
+                               stop_tokens=("<end_of_turn>",), use_cache=use_cache)
+        for preset in ("ACTIVE_MANIFOLD", "BASELINE"):
+            runs[preset, use_cache] = run_prompts(
+                model, prompts, preset=preset, config=config, settings=generation_settings(preset, 5, config),
+                isolation="inprocess", calibration_prompts=[("c", "Name a colour.")], timeout_s=TIMEOUT_S)
+            assert runs[preset, use_cache].settings["use_cache"] is use_cache
+            for record in runs[preset, use_cache].records:
+                assert record.ok and record.steps == record.new_tokens >= 1
+    for cached, uncached in zip(runs["BASELINE", True].records, runs["BASELINE", False].records):
+        assert uncached.token_ids == cached.token_ids
+        worst = max(abs(a - b) / max(abs(b), 1e-9) for a, b in zip(uncached.kurtosis, cached.kurtosis))
+        assert worst <= 1e-4
+        assert abs(uncached.zone_entropy - cached.zone_entropy) <= 1e-6
+    same = sum(a.token_ids == b.token_ids for a, b in zip(runs["ACTIVE_MANIFOLD", True].records,
+                                                          runs["ACTIVE_MANIFOLD", False].records))
+    entropy = max(abs(a.zone_entropy - b.zone_entropy) for a, b in zip(runs["ACTIVE_MANIFOLD", True].records,
+                                                                       runs["ACTIVE_MANIFOLD", False].records))
+    with capsys.disabled():
+        print(f"\n{build.__name__}: ACTIVE_MANIFOLD without the cache: {same}/{len(prompts)} prompts give the cached "
+              f"tokens; largest zone-entropy difference {entropy:.3g} bits")
+
+
+@pytest.mark.parametrize("isolation", ["inprocess", pytest.param("spawn", marks=pytest.mark.slow)])
+def test_the_cuda_allocator_setting_reaches_every_process_that_loads_the_model(isolation, monkeypatch):
+    """``cuda_alloc_conf`` is PYTORCH_CUDA_ALLOC_CONF in each process that loads the model, set before it loads
+    (the stand-in model answers with the value it finds); ``empty_cache`` runs before every generation."""
+    from benchmarks.pzombie.px import ModelSpec
+
+    from ._models import env_echo_gemma
+
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    conf = "expandable_segments:True,max_split_size_mb:256"
+    config = engine_config("270M", recur_start=2, final_layers=1, window_base=2, window_min=1, window_max=3,
+                           stop_tokens=("<end_of_turn>",))
+    run = run_prompts(ModelSpec("env-echo", factory=env_echo_gemma), [("a", "What is 2 + 2?")], preset="BASELINE",
+                      config=config, settings=generation_settings("BASELINE", 2, config), isolation=isolation,
+                      calibration_prompts=[("c", "Name a colour.")], timeout_s=TIMEOUT_S, cuda_alloc_conf=conf,
+                      empty_cache=True)
+    assert [r.text for r in run.calibration_records + run.records] == [conf, conf]
