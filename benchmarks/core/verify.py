@@ -839,9 +839,15 @@ class _Verifier:
         self.check_repository()
         self.check_fixtures()
         self.check_prospective()
-        self.check_rescorer()
-        self.check_figures()
-        self.check_confirmatory()
+        shard = (dict(self.provenance.identity or {}) if self.provenance is not None else {}).get("shard")
+        if shard is not None:  # a part of a run: nothing of it is decided, so there is no verdict to check
+            self.add(INCONSISTENT, "shard", f"the run directory is shard {shard} of a run and decides nothing; merge "
+                     "the shards (preregbench merge OUT SHARD_DIR...) and verify the merged run",
+                     PROVENANCE_FILE, "identity.shard")
+        else:
+            self.check_rescorer()
+            self.check_figures()
+            self.check_confirmatory()
         worst = max((f.word for f in self.findings), key=_RANK.__getitem__, default=OK)
         return Outcome(VERIFIED if worst == OK else worst, tuple(self.findings))
 

@@ -307,3 +307,12 @@ def test_bad_shards_stop_before_any_test(tmp_path: Path, args: tuple[str, ...], 
     assert done.returncode == 4, done.stdout[-1500:]
     assert words in done.stdout + done.stderr
     assert not (tmp_path / "results" / "res").exists() or not any((tmp_path / "results" / "res").iterdir())
+
+
+def test_verify_names_a_shard_instead_of_judging_it(made: Path) -> None:
+    from benchmarks.core.verify import INCONSISTENT, verify
+
+    outcome = verify(made / "res" / "s1")
+    assert outcome.word == INCONSISTENT
+    assert outcome.first.check == "shard" and "shard 1/2 of a run" in outcome.first.detail
+    assert not [f for f in outcome.findings if f.check in ("rescorer", "figures")]
