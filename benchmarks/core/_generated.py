@@ -234,7 +234,10 @@ def is_run_fixture(fixturedef: Any) -> bool:
 def _rule_test(protocol: Protocol, key: str, breakdown: bool) -> Callable[..., Any]:
     block = (protocol.breakdowns if breakdown else protocol.classifications)[key]
 
-    def test(rule: str, rule_metrics: dict[str, float], verdict: Any) -> None:
+    def test(rule: str, run: ProtocolRun, rule_metrics: dict[str, float], verdict: Any) -> None:
+        reason = protocol.undecided(run).get(block.name)
+        if reason is not None:  # the run's settings leave it undecided (Protocol.undecided)
+            pytest.skip(f"{block.name} is not decided by this run: {reason}")
         verdict.check(block, rule, rule_metrics, undefined_skips=breakdown)
 
     test.__name__ = f"test_{block.name}"

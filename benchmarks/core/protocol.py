@@ -302,6 +302,12 @@ class Protocol(Generic[U, R]):
         """Ways this run departs from the preregistration beyond the shared ones (model, device)."""
         return []
 
+    def undecided(self, run: "ProtocolRun") -> dict[str, str]:
+        """Classifications this run cannot decide by its settings (a run of one of two conditions cannot decide
+        their comparison): classification name -> why, one line.  Their rule tests skip with that reason, the
+        summary leaves them undecided, and the run is complete without them.  Default: none."""
+        return {}
+
     def seeds(self, run: "ProtocolRun") -> dict[str, int]:
         """Every seed the run uses, by the generator it seeds, for provenance.  Default: the prereg's ``[seeds]``
         table, and where it names a ``torch`` seed the two generators the model loader seeds with it too

@@ -428,8 +428,12 @@ class ProtocolRun(Generic[U, R]):
     def outcomes(self, measured: Mapping[str, Any]) -> dict[str, tuple[Any, str | None]]:
         """Each decided classification's outcome (or None) and the problem when it cannot be decided."""
         values = finite(measured)
+        undecided = self.protocol.undecided(self)
         out = {}
         for key, block in {**self.protocol.classifications, **self.protocol.breakdowns}.items():
+            if block.name in undecided:  # not decided by this run's settings
+                out[block.name] = (None, undecided[block.name])
+                continue
             try:
                 out[block.name] = (block.evaluate(values), None)
             except RuleError as exc:
@@ -441,7 +445,8 @@ class ProtocolRun(Generic[U, R]):
         protocol = self.protocol
         provenance = self.load_provenance()
         outcomes = self.outcomes(measured)
-        decided = {protocol.classifications[k].name for k in protocol.classifications}
+        undecided = protocol.undecided(self)
+        decided = {protocol.classifications[k].name for k in protocol.classifications} - set(undecided)
         summary = {
             "schema_version": SUMMARY_SCHEMA_VERSION,
             "protocol": protocol.name,
@@ -450,6 +455,7 @@ class ProtocolRun(Generic[U, R]):
             "classifications": {name: (o.label if o else None) for name, (o, _) in outcomes.items()},
             "outcomes": {name: (o.as_dict() if o else None) for name, (o, _) in outcomes.items()},
             "classification_problems": {name: p for name, (_, p) in outcomes.items() if p},
+            **({"undecided": dict(undecided)} if undecided else {}),
             "rule_order": {b.name: b.labels for b in {**protocol.classifications, **protocol.breakdowns}.values()},
             "thresholds": unrecorded(getattr(protocol.spec, "thresholds", None) or {}),
             "metrics": json_metrics(measured),

@@ -143,7 +143,7 @@ def run(argv: list[str], plugins: list[Any] | None = None) -> int:
     html = report.with_name("report.html")
     shown = html if html.is_file() else report
     meaning = {EXIT_PASSED: "measured" if entry.get("shard") else "passed", EXIT_GATE_FAILED: "gate failed",
-               EXIT_BROKEN: entry["status"]}[code]
+               EXIT_BROKEN: "nothing decided" if entry["status"] == "complete" else entry["status"]}[code]
     print(f"preregbench run: {folder.name} {entry['run_id']}: {labels} [{entry['status']}, {meaning}, exit {code}]")
     print(f"preregbench run: report {shown}")
     return code

@@ -94,6 +94,9 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
             Option("isolation", "fork (load once, fork a child per prompt; CPU), spawn (fresh process per prompt) or "
                    f"inprocess (quick, a recorded deviation); default {run.isolation_cpu} on cpu, "
                    f"{run.isolation_cuda} on cuda", choices=px.ISOLATION_MODES),
+            Option("preset", f"measure this preset only (default: {' and '.join(run.presets)}); a recorded deviation. "
+                   f"H2/A2 compares the two and is then not decided, nor, without {run.rule_preset}, the rules that "
+                   "read it", choices=run.presets),
         )
 
     # ----------------------------------------------------------------- settings
@@ -128,9 +131,35 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
         isolation = run.option("isolation") or (spec.run.isolation_cuda if cuda else spec.run.isolation_cpu)
         if cuda and isolation == "fork":
             raise UsageProblem("--pzombie-isolation fork cannot run on cuda (CUDA does not survive fork); use spawn")
+        chosen = run.option("preset")
         return PzSettings(scale=run.scale or spec.run.default_scale,
                           dtype=dtypes["cuda" if cuda else "cpu"],
-                          isolation=isolation, max_new_tokens=bound)
+                          isolation=isolation, max_new_tokens=bound,
+                          presets=(chosen,) if chosen else tuple(spec.run.presets))
+
+    def options_from_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The options that give a recorded run's settings back (its scale is the run's ``--scale``)."""
+        presets = list(settings.get("presets") or [])
+        bound = settings.get("max_new_tokens")
+        return {"max-new-tokens": None if bound == self.spec.generation.max_new_tokens else bound,
+                "isolation": settings.get("isolation"),
+                "preset": presets[0] if len(presets) == 1 else None}
+
+    def undecided(self, run: ProtocolRun) -> dict[str, str]:
+        """A run of one preset leaves H2/A2 undecided (it compares the two presets), and a run without the rule
+        preset every rule that reads it."""
+        measured = set(run.settings.presets)
+        spec = self.spec.run
+        out: dict[str, str] = {}
+        if spec.rule_preset not in measured:
+            for key in ("token_control", "combined", "eta2_target"):
+                out[self.classifications[key].name] = (f"it reads {spec.rule_preset}, which this run did not measure "
+                                                       f"(--pzombie-preset {run.settings.presets[0]})")
+        if not {spec.rule_preset, spec.comparison_preset} <= measured:
+            out[self.classifications["h2"].name] = (f"H2/A2 compares {spec.rule_preset} with {spec.comparison_preset}; "
+                                                    f"this run measured {' and '.join(run.settings.presets)} only "
+                                                    "(--pzombie-preset)")
+        return out
 
     def deviations(self, run: ProtocolRun) -> list[str]:
         """Beyond another model and device (which core records): the bundled checkpoint, the bound, the isolation."""
@@ -144,6 +173,8 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
         expected = spec.run.isolation_cuda if run.device.startswith("cuda") else spec.run.isolation_cpu
         if settings.isolation != expected:
             found.append(f"isolation {settings.isolation!r} instead of {expected!r}")
+        if tuple(settings.presets) != tuple(spec.run.presets):
+            found.append(f"preset {' and '.join(settings.presets)} only, instead of {' and '.join(spec.run.presets)}")
         return found
 
     def operational(self, run: ProtocolRun) -> dict[str, Any]:
@@ -178,7 +209,7 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
 
     def units(self, run: ProtocolRun) -> list[PzUnit]:
         return [PzUnit(unit_id(preset, row["prompt_id"]), preset, row["prompt_id"], row["category"], row["text"])
-                for preset in self.spec.run.presets for row in self.prompts(run, "measured")]
+                for preset in run.settings.presets for row in self.prompts(run, "measured")]
 
     # ----------------------------------------------------------------- measurement
 
@@ -205,7 +236,7 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
         return f"{calibration_file(preset)} belongs to another run ({'; '.join(conflicts) or 'it carries no run identity'})"
 
     def resume_problems(self, run: ProtocolRun) -> list[str]:
-        return [p for preset in self.spec.run.presets if (p := self.calibration_problem(run, preset))]
+        return [p for preset in run.settings.presets if (p := self.calibration_problem(run, preset))]
 
     def stored_calibration(self, run: ProtocolRun, preset: str) -> dict[str, Any] | None:
         """A preset's frozen state from an earlier session of this run (core's resume check refused any other)."""
@@ -225,7 +256,7 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
         settings = run.settings
         calibration = self.prompts(run, "calibration")
         rows = {row["prompt_id"]: row for row in self.prompts(run, "measured")}
-        stored = {preset: self.stored_calibration(run, preset) for preset in self.spec.run.presets}
+        stored = {preset: self.stored_calibration(run, preset) for preset in run.settings.presets}
         config = engine_config(settings.scale)
         operational = self.operational(run)
         if run.model in models.BUNDLED and settings.isolation == "fork":
@@ -250,7 +281,7 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
             elif summary["frozen_state_sha256"] != stored[preset]["frozen_state_sha256"]:
                 raise px.PxError(f"the resumed {preset} run was handed a different frozen state")
 
-        for preset in self.spec.run.presets:
+        for preset in run.settings.presets:
             mine = [unit for unit in todo if unit.preset == preset]
             if not mine:
                 continue

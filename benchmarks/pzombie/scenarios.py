@@ -146,7 +146,7 @@ def synthetic_records(name: str, seed: int = 8, *, errors: int = 0) -> list[PzRe
 
 
 def prefill_run(results_dir: Path, run_id: str, name: str, *, errors: int = 0, seed: int = 8,
-                model: str = "gemma-3-270m", device: str = "cpu") -> Path:
+                model: str = "gemma-3-270m", device: str = "cpu", preset: str | None = None) -> Path:
     """Record a complete set of measurements for scenario ``name`` as run ``results_dir/pzombie/run_id/``.
 
     The records go through ``ProtocolRun.record`` for a run of ``model`` on
@@ -155,17 +155,19 @@ def prefill_run(results_dir: Path, run_id: str, name: str, *, errors: int = 0, s
     ``--results-dir=results_dir`` and ``--run-id=run_id`` then finds every unit
     recorded (as when resuming a finished run), measures nothing and goes
     straight to the result files and the rules.  The provenance names the
-    synthetic source, not a model.
+    synthetic source, not a model.  ``preset``: a run of that preset only (``--pzombie-preset``).
     """
-    run = ProtocolRun(PROTOCOL, Run("pzombie", run_id, Path(results_dir), utc_now(), HERE), model=model, device=device)
+    run = ProtocolRun(PROTOCOL, Run("pzombie", run_id, Path(results_dir), utc_now(), HERE), model=model, device=device,
+                      options={"preset": preset})
     description = {"id": f"synthetic-records-{name}",
                    "revision": "sha256:" + sha256_json({"scenario": name, "seed": seed, "errors": errors}),
                    "note": f"synthetic records of scenario {name!r} (benchmarks/pzombie/scenarios.py), not a model run"}
-    run.record(description, synthetic_records(name, seed, errors=errors))
+    run.record(description, [r for r in synthetic_records(name, seed, errors=errors)
+                             if r.preset in run.settings.presets])
     state = {"scenario": name, "seed": seed, "frozen": True}
-    for preset in PRESET_PREFIX:
-        run.write_json(calibration_file(preset), {
-            "preset": preset,
+    for measured in run.settings.presets:
+        run.write_json(calibration_file(measured), {
+            "preset": measured,
             "calibration_prompt_ids": [row["prompt_id"] for row in PROTOCOL.prompts(run, "calibration")],
             "identity": run.identity(description["revision"]),
             "frozen_state": state,

@@ -196,6 +196,7 @@ class PzSettings:
     dtype: str  # [generation] dtype_cuda or dtype_cpu, by the device
     isolation: str  # fork | spawn | inprocess
     max_new_tokens: int  # generation bound per prompt
+    presets: tuple[str, ...]  # the presets measured, in the preregistered order (one with --pzombie-preset)
 
 
 def calibration_file(preset: str) -> str:

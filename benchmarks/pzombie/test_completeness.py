@@ -33,8 +33,9 @@ def test_prompts_built(run, units):
     assert rows["sha256"] == PZOMBIE_PROMPTS_SHA256
     assert sum(row["phase"] == "calibration" for row in rows["records"]) == SPEC.calibration_prompts
     assert sum(row["phase"] == "measured" for row in rows["records"]) == SPEC.measured_prompts
-    assert len(units) == len(SPEC.presets) * SPEC.measured_prompts
-    per_category = len(SPEC.presets) * SPEC.measured_prompts // len(SPEC.categories)
+    assert len(units) == len(run.settings.presets) * SPEC.measured_prompts
+    assert {u.preset for u in units} == set(run.settings.presets)
+    per_category = len(run.settings.presets) * SPEC.measured_prompts // len(SPEC.categories)
     assert {c: sum(u.category == c for u in units) for c in SPEC.categories} == {c: per_category for c in SPEC.categories}
 
 
@@ -42,7 +43,7 @@ def test_calibration_done(run, protocol, records):
     """Each preset calibrated once on the calibration prompts before measuring, and kept the frozen state."""
     calibration_ids = [row["prompt_id"] for row in protocol.prompts(run, "calibration")]
     provenance = run.load_provenance()
-    for preset in SPEC.presets:
+    for preset in run.settings.presets:
         stored = json.loads(run.path(calibration_file(preset)).read_text())
         assert stored["preset"] == preset
         assert stored["calibration_prompt_ids"] == calibration_ids

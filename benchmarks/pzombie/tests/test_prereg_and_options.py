@@ -137,10 +137,19 @@ def test_defaults_and_recorded_deviations(tmp_path):
     assert gpu.deviations == []
     cpu = protocol_run(tmp_path, model="gemma-3-270m", device="cpu", **{"max-new-tokens": 4, "isolation": "inprocess"})
     assert (cpu.settings.scale, cpu.settings.dtype) == ("270M", "float32")
-    assert cpu.settings_record == {"scale": "270M", "dtype": "float32", "isolation": "inprocess", "max_new_tokens": 4}
+    assert cpu.settings_record == {"scale": "270M", "dtype": "float32", "isolation": "inprocess", "max_new_tokens": 4,
+                                   "presets": ["ACTIVE_MANIFOLD", "BASELINE"]}
     found = cpu.deviations
     assert found[:2] == ["model 'gemma-3-270m' instead of the preregistered 'google/gemma-3-270m-it'",
                          "device 'cpu' instead of 'cuda'"]
     assert "bundled offline checkpoint" in found[2]
     assert found[3:] == ["max_new_tokens 4 instead of 60", "isolation 'inprocess' instead of 'fork'"]
+    one = protocol_run(tmp_path, model="gemma-3-270m", device="cpu", preset="BASELINE")
+    assert one.settings.presets == ("BASELINE",) and {u.preset for u in one.units} == {"BASELINE"}
+    assert one.deviations[-1] == "preset BASELINE only, instead of ACTIVE_MANIFOLD and BASELINE"
+    assert set(PROTOCOL.undecided(one)) == {"token_control", "combined", "eta2_target", "h2"}
+    assert set(PROTOCOL.undecided(protocol_run(tmp_path, model="gemma-3-270m", device="cpu",
+                                               preset="ACTIVE_MANIFOLD"))) == {"h2"}
+    assert PROTOCOL.undecided(cpu) == {}
+    assert PROTOCOL.options_from_settings(one.settings_record)["preset"] == "BASELINE"
     assert math.isfinite(SPEC.run.prompt_timeout_s)

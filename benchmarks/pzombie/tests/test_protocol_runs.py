@@ -420,3 +420,40 @@ def test_gpu_selection_without_cuda_is_a_usage_error(pytester: pytest.Pytester, 
     assert "P-Zombie cannot run: --device cuda needs a CUDA GPU and torch.cuda.is_available() is False" in text
     assert "passed" not in result.outlines[-1] and "skipped" not in result.outlines[-1]
     assert not list((tmp_path / "results").glob("pzombie/*/records.jsonl"))
+
+
+@pytest.mark.parametrize("preset", ["ACTIVE_MANIFOLD", "BASELINE"])
+def test_a_single_preset_run_decides_what_it_can_and_skips_the_rest(pytester: pytest.Pytester, tmp_path: Path,
+                                                                     preset: str) -> None:
+    """``--pzombie-preset``: H2/A2 (both presets) skips with its reason; without ACTIVE_MANIFOLD so do the rules that
+    read it.  What is decided equals the two-preset run's, the run is complete, the rescorer agrees."""
+    results = tmp_path / "results"
+    prefill_run(results, "single", "confirmed", preset=preset)
+    result, report, run_dir = run_pzombie(pytester, results, "--run-id=single", "--model", "gemma-3-270m",
+                                          "--pzombie-preset", preset)
+    rules, completeness = outcomes(report)
+    assert completeness == {name: P for name in COMPLETENESS}, result.stdout.str()
+    entry = report["benchmark"]["protocols"]["pzombie"]
+    assert entry["status"] == "complete" and entry["problems"] == []
+    stats = json.loads((run_dir / "stats.json").read_text())
+    decided = {"token_control", "combined", "eta2_target"} if preset == "ACTIVE_MANIFOLD" else set()
+    for key in CLASSIFICATIONS:
+        if key in decided:
+            assert rules[key] == expected_pattern(key, EXPECTED["confirmed"][key]), key
+            assert stats["classifications"][key] == EXPECTED["confirmed"][key]
+        else:
+            assert set(rules[key]) == {S}, key
+            assert stats["classifications"][key] is None and key in stats["undecided"]
+    assert "H2/A2 compares ACTIVE_MANIFOLD with BASELINE" in stats["undecided"]["h2"]
+    skipped = [t for t in report["tests"] if "test_h2" in t["nodeid"]]
+    assert skipped and all("H2/A2 compares" in json.dumps(t) for t in skipped)
+    assert f"preset {preset} only" in " ".join(stats["deviations"])
+    rescored = rescore(run_dir)
+    assert rescored["disagreements"] == []
+    assert {k: v for k, v in rescored["classifications"].items()} == stats["classifications"]
+    assert len((run_dir / "records.jsonl").read_text().splitlines()) == 80
+    assert result.ret == 0  # every decided rule passes in this scenario; the skipped ones fail nothing
+    checked = subprocess.run([sys.executable, "-m", "benchmarks.core.cli", "verify", str(run_dir)], cwd=SUITE_ROOT,
+                             capture_output=True, text=True, check=False)  # in a process of its own (numpy)
+    lines = [line for line in checked.stdout.splitlines() if line.split()[1:2] in (["figures:"], ["rescorer:"])]
+    assert len(lines) == 2 and all(line.startswith("ok") for line in lines), checked.stdout
