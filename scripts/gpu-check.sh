@@ -52,12 +52,15 @@ if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
     echo "gpu-check: $out is not empty; give a new folder" >&2
     exit 4
 fi
-if ! ls "$wheels"/*.whl >/dev/null 2>&1 || [ ! -f "$wheels/gemma-3-270m-tokenizer.tar.gz" ]; then
+if ! ls "$wheels"/*.whl >/dev/null 2>&1 || [ ! -f "$wheels/bundled-tokenizers.tar.gz" ]; then
     echo "gpu-check: $wheels holds no wheels or no tokenizer archive; fill it first: scripts/gpu-check.sh --fill-wheels" >&2
     exit 4
 fi
-mkdir -p "$out/logs" "$out/runs"
+mkdir -p "$out/logs" "$out/runs" "$out/tokenizers"
 out="$(cd "$out" && pwd)"
+# The bundled models' tokenizers, for the tests that read one (models.bundled_tokenizer_folder) and the checkpoints.
+tar -xzf "$wheels/bundled-tokenizers.tar.gz" -C "$out/tokenizers"
+export PREREGBENCH_TOKENIZERS="$out/tokenizers"
 wheels="$(cd "$wheels" && pwd)"
 cd "$root"
 
@@ -115,7 +118,7 @@ step install 120 bash -c '"$0" -m pip install --quiet --no-index --no-deps --tar
 
 # 2. Random-weight checkpoints of the four layouts, built here from the JSON configs.
 step build 420 "$python" scripts/gpu/checkpoints.py build --out "$models" --device "$device" "${tiny_flag[@]}" \
-    --tokenizer "$wheels/gemma-3-270m-tokenizer.tar.gz" --record "$out/build.json"
+    --tokenizer "$out/tokenizers/gemma-3-270m" --record "$out/build.json"
 
 # 3. Each layout loaded and run through the PX-Engine (in-process, both presets, its scale's constants).
 step layouts 300 "$python" scripts/gpu/checkpoints.py layouts --out "$models" --device "$device" \

@@ -50,7 +50,7 @@ from ._canonical import FileReadError, atomic_write_json, read_json_file
 from .commandline import CommandParser, run_command, usage_line
 from .errors import PreregbenchError, one_line
 from .ledger import LedgerError, read_identities, read_ledger
-from .manifest import MANIFEST_FILE, ManifestError, build_manifest
+from .manifest import MANIFEST_FILE, ManifestError, build_manifest, file_sha256
 from .modelrun import RECORDED_REVISION
 from .protocol import Protocol, UsageProblem
 from .provenance import Provenance, ProvenanceError, read_provenance
@@ -223,19 +223,9 @@ def _shard_entry(shard: ShardRun, protocol: Protocol, run: ProtocolRun) -> dict[
         "git": dict(p.git),
         "runner_sha256": p.runner_sha256,
         "model": dict(p.model),
-        "ledger_sha256": _file_sha256(ledger),
+        "ledger_sha256": file_sha256(ledger)[1],
         "deviations": list(p.deviations),
     }
-
-
-def _file_sha256(path: Path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _resumes(shards: list[ShardRun]) -> list[dict[str, Any]]:

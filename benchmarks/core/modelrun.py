@@ -240,15 +240,23 @@ def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session
             run.shard_units  # a shard that holds no unit, or a protocol whose batching cannot be split, stops here
     except (UsageProblem, pytest.UsageError) as exc:
         _stop(protocol, str(exc), session)
+    # A run whose every unit is recorded (a merge decides it): no model is loaded or looked up.
     recorded = config.stash.get(RECORDED_REVISION, None)
-    if recorded is not None:  # a run whose every unit is recorded (a merge): no model is loaded or looked up
-        pin_revision(config, protocol.name, recorded)
-        run.revision = recorded
-        try:
-            run.check_resume()
-        except UsageProblem as exc:
-            _stop(protocol, str(exc), session)
-        return run
+    sha = recorded if recorded is not None else _check_model(protocol, run, config, session)
+    if sha is not None:
+        pin_revision(config, protocol.name, sha)
+        run.revision = sha
+    try:
+        run.check_resume()
+    except UsageProblem as exc:
+        _stop(protocol, str(exc), session)
+    return run
+
+
+def _check_model(protocol: Protocol, run: ProtocolRun, config: pytest.Config,
+                 session: pytest.Session | None) -> str | None:
+    """The device, model name, capabilities and key of a run that will load its model (one line and exit status 4
+    when one fails), and the hub commit it pins (None for names that carry their own revision)."""
     if run.device.startswith("cuda"):
         missing = cuda_missing()
         if missing:
@@ -267,17 +275,9 @@ def check_run(protocol: Protocol, config: pytest.Config, session: pytest.Session
     if problem:
         _stop(protocol, problem, session)
     try:
-        sha = hub_revision(run.model, config.getoption("benchmark_revision"), run.preregistered)
+        return hub_revision(run.model, config.getoption("benchmark_revision"), run.preregistered)
     except models.ModelUnavailableError as exc:
         _stop(protocol, str(exc), session)
-    if sha is not None:
-        pin_revision(config, protocol.name, sha)
-        run.revision = sha
-    try:
-        run.check_resume()
-    except UsageProblem as exc:
-        _stop(protocol, str(exc), session)
-    return run
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -128,3 +128,23 @@ def test_a_gguf_conversion_draws_no_progress_bars_and_leaves_the_setting_as_it_w
             assert not hf_logging.is_progress_bar_enabled()
         assert hf_logging.is_progress_bar_enabled() is before
     hf_logging.enable_progress_bar()
+
+
+def test_a_carried_tokenizer_folder_stands_in_for_the_bundled_package(tmp_path, monkeypatch) -> None:
+    """PREREGBENCH_TOKENIZERS/<name>/ (what scripts/gpu-check.sh carries to a machine without the bundled packages)
+    is the tokenizer folder of that bundled name, with its tokenizer.json's sha256; other names are unaffected."""
+    import hashlib
+    import shutil
+
+    from models import bundled_tokenizer_folder
+
+    source, _ = bundled_tokenizer_folder("smollm2-135m-instruct")
+    carried = tmp_path / "tokenizers" / "smollm2-135m-instruct"
+    carried.mkdir(parents=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(source / name, carried / name)
+    monkeypatch.setenv("PREREGBENCH_TOKENIZERS", str(tmp_path / "tokenizers"))
+    folder, sha = bundled_tokenizer_folder("smollm2-135m-instruct")
+    assert folder == carried
+    assert sha == hashlib.sha256((carried / "tokenizer.json").read_bytes()).hexdigest()
+    assert bundled_tokenizer_folder("gemma-3-270m")[0] != tmp_path / "tokenizers" / "gemma-3-270m"

@@ -2,7 +2,8 @@
 
 ``fill DIR``: the wheels of the test dependencies a lent GPU machine lacks (``pip download`` from PyPI, or
 ``--from-installed``: repacked from this environment's installed copies, offline) and the Gemma 3 tokenizer
-(``gemma-3-270m-tokenizer.tar.gz``, from the bundled model), so the machine needs no network.
+and the bundled models' tokenizers (``bundled-tokenizers.tar.gz``: one folder per bundled model), so the machine needs
+no network.
 ``monitor FILE``: samples the memory in use every half second until the process ``--pid`` ends (CUDA: the
 device's used memory from nvidia-smi; CPU: the resident memory of ``--pid`` and its descendants).
 ``summary OUT``: reads the steps the script ran (``OUT/steps.tsv``), their records and run directories, and the
@@ -31,7 +32,9 @@ from typing import Any
 SCHEMA_VERSION = 1
 #: What the lent machine's Python lacks of the suite's test dependencies (pure-Python wheels), pinned.
 WHEELS = {"syrupy": "7.0.3", "pytest-json-report": "1.5.0", "pytest-metadata": "3.1.1"}
-TOKENIZER_ARCHIVE = "gemma-3-270m-tokenizer.tar.gz"
+TOKENIZER_ARCHIVE = "bundled-tokenizers.tar.gz"
+#: The bundled models whose tokenizers the archive carries (the gpu-marked tests and the checkpoints use them).
+TOKENIZERS = ("gemma-3-270m", "smollm2-135m-instruct")
 PZOMBIE_UNITS = 160  # 80 measured prompts x 2 presets (the 10 calibration prompts are run once per preset)
 
 
@@ -77,11 +80,13 @@ def fill(args: argparse.Namespace) -> int:
             return 1
     import models
 
-    source, _ = models.bundled_tokenizer_folder("gemma-3-270m")
     with tarfile.open(folder / TOKENIZER_ARCHIVE, "w:gz") as archive:
-        for name in ("tokenizer.json", "tokenizer_config.json"):
-            archive.add(source / name, arcname=f"gemma-3-270m-tokenizer/{name}")
-    print(f"wrote {folder / TOKENIZER_ARCHIVE} from {source}")
+        for model in TOKENIZERS:
+            source, _ = models.bundled_tokenizer_folder(model)
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                archive.add(source / name, arcname=f"{model}/{name}")
+            print(f"added the tokenizer of {model} from {source}")
+    print(f"wrote {folder / TOKENIZER_ARCHIVE}")
     return 0
 
 

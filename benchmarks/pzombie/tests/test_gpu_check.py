@@ -60,7 +60,7 @@ def test_bad_arguments_give_the_usage_line(tmp_path: Path) -> None:
 def test_the_wheel_folder_holds_the_pinned_wheels_and_the_tokenizer(rehearsal) -> None:
     _, out, wheels = rehearsal
     names = sorted(p.name for p in wheels.iterdir())
-    assert names == ["gemma-3-270m-tokenizer.tar.gz", "pytest_json_report-1.5.0-py3-none-any.whl",
+    assert names == ["bundled-tokenizers.tar.gz", "pytest_json_report-1.5.0-py3-none-any.whl",
                      "pytest_metadata-3.1.1-py3-none-any.whl", "syrupy-7.0.3-py3-none-any.whl"]
     installed = sorted(p.name for p in (out / "site").iterdir() if p.name.endswith(".dist-info"))
     assert installed == ["pytest_json_report-1.5.0.dist-info", "pytest_metadata-3.1.1.dist-info", "syrupy-7.0.3.dist-info"]
