@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,10 @@ MODEL = "scripted-oracle"
 
 
 def environment(results: Path, **more: str) -> dict[str, str]:
+    """This process's environment, with the suite's commands on PATH (as where it is installed: the recipes call
+    ``preregbench``) and the recipe's variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update({"PROTOCOL": "res", "RUN": "recipe", "RESULTS": str(results), **more})
     return env
 
