@@ -79,7 +79,6 @@ def test_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester, tmp_pa
     expected = stable_records(protocol, whole)
     expected_classes = classifications(results, name, "whole")
     expected_verify = verify_words(whole)
-    rows = []
     for count in (1, 2, 4):
         shard_dirs = []
         for index in range(1, count + 1):
@@ -96,14 +95,12 @@ def test_shards_merged_equal_the_unsharded_run(pytester: pytest.Pytester, tmp_pa
         session(pytester, protocol, results, merged_id)
         merged = results / name / merged_id
         got = stable_records(protocol, merged)
-        rows.append((count, got == expected, classifications(results, name, merged_id) == expected_classes))
         assert got == expected, f"{count} shard(s): merged records differ from the unsharded run's"
         assert classifications(results, name, merged_id) == expected_classes, f"{count} shard(s)"
         assert verify_words(merged) == expected_verify, f"{count} shard(s): verify says otherwise of the merged run"
         provenance = json.loads((merged / "provenance.json").read_text(encoding="utf-8"))
         assert [s["shard"] for s in provenance["extra"]["merged_from"]] == [f"{k}/{count}" for k in range(1, count + 1)]
         assert "shard" not in provenance["identity"]
-    assert rows == [(1, True, True), (2, True, True), (4, True, True)]
 
 
 def read_report_status(run_dir: Path) -> str | None:

@@ -450,7 +450,7 @@ def test_a_single_preset_run_decides_what_it_can_and_skips_the_rest(pytester: py
     assert f"preset {preset} only" in " ".join(stats["deviations"])
     rescored = rescore(run_dir)
     assert rescored["disagreements"] == []
-    assert {k: v for k, v in rescored["classifications"].items()} == stats["classifications"]
+    assert rescored["classifications"] == stats["classifications"]
     assert len((run_dir / "records.jsonl").read_text().splitlines()) == 80
     assert result.ret == 0  # every decided rule passes in this scenario; the skipped ones fail nothing
     checked = subprocess.run([sys.executable, "-m", "benchmarks.core.cli", "verify", str(run_dir)], cwd=SUITE_ROOT,
