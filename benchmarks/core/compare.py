@@ -46,6 +46,7 @@ from .commandline import CommandParser, run_command
 from ._canonical import FileReadError, FileWriteError, atomic_write_json
 from .ledger import LedgerError, read_ledger
 from .registry import RegistryError
+from .scales import ScaleGroupError, group_runs, read_group
 from .provenance import ProvenanceError, read_provenance
 from .paired import design_effect, mcnemar_exact, tango_rao_scott_interval
 from .stats import paired_difference_interval
@@ -228,6 +229,64 @@ def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
     }
 
 
+def compare_groups(group_a: Path, group_b: Path) -> dict[str, Any]:
+    """Two ``--scale all`` groups of one protocol, scale by scale: :func:`compare_runs` of every scale both
+    groups ran (a scale without a run in one of them is listed under ``not_compared`` with the reason)."""
+    try:
+        found_a, runs_a = group_runs(group_a)
+        found_b, runs_b = group_runs(group_b)
+    except ScaleGroupError as exc:
+        raise CompareRefused(str(exc)) from None
+    if found_a["protocol"] != found_b["protocol"]:
+        raise CompareRefused(f"the groups are of different protocols ({found_a['protocol']} and {found_b['protocol']})")
+    compared: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    for scale in [s for s in runs_a if s in runs_b]:
+        absent = [str(d) for d in (runs_a[scale], runs_b[scale]) if not (d / "provenance.json").is_file()]
+        if absent:
+            skipped[scale] = f"no run at {absent[0]}"
+            continue
+        try:
+            compared[scale] = compare_runs(runs_a[scale], runs_b[scale])
+        except CompareOverLimit:
+            raise
+        except CompareRefused as exc:
+            skipped[scale] = str(exc)
+    for scale in [s for s in (*runs_a, *runs_b) if not (s in runs_a and s in runs_b)]:
+        skipped[scale] = f"scale {scale} is in one group only"
+    if not compared:
+        reasons = "; ".join(f"{s}: {why}" for s, why in skipped.items()) or "the groups share no scale"
+        raise CompareRefused(f"no scale can be compared ({reasons})")
+    return {"protocol": found_a["protocol"], "group_a": {"dir": str(group_a), "group_id": found_a.get("group_id")},
+            "group_b": {"dir": str(group_b), "group_id": found_b.get("group_id")},
+            "scales": compared, "not_compared": skipped}
+
+
+def compare(path_a: Path, path_b: Path) -> dict[str, Any]:
+    """Two run directories (:func:`compare_runs`) or two scale groups (:func:`compare_groups`)."""
+    try:
+        groups = [read_group(p) is not None for p in (path_a, path_b)]
+    except ScaleGroupError as exc:
+        raise CompareRefused(str(exc)) from None
+    if all(groups):
+        return compare_groups(path_a, path_b)
+    if any(groups):
+        which = path_a if groups[0] else path_b
+        raise CompareRefused(f"{which} is a scale group and the other a run; give two runs or two groups (--scale all)")
+    return compare_runs(path_a, path_b)
+
+
+def group_table(result: Mapping[str, Any]) -> str:
+    """The printed comparison of two groups: the table of each scale, then the scales not compared."""
+    blocks = [f"{result['protocol']} scale groups: A = {result['group_a']['group_id']}, "
+              f"B = {result['group_b']['group_id']}"]
+    for scale, found in result["scales"].items():
+        blocks.append(f"\n[{scale}] " + table(found))
+    for scale, why in result["not_compared"].items():
+        blocks.append(f"\n[{scale}] not compared: {why}")
+    return "\n".join(blocks)
+
+
 def _short(digest: Any) -> str:
     return "(absent)" if digest is None else str(digest)[:12]
 
@@ -272,13 +331,15 @@ def _p_text(p: float) -> str:
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
 
 
-DESCRIPTION = ("Compare two runs of one protocol on the same fixtures, unit by unit. Exit 0, 3 when a run's file "
-               "is over a reading limit, 4 when the runs cannot be compared.")
+DESCRIPTION = ("Compare two runs of one protocol on the same fixtures, unit by unit, or two --scale all groups scale "
+               "by scale. Exit 0, 3 when a run's file is over a reading limit, 4 when the runs cannot be compared.")
 
 
 def add_arguments(parser: CommandParser) -> None:
-    parser.add_argument("run_a", type=Path, help="RESULTS_DIR/PROTOCOL/RUN_ID of the first run")
-    parser.add_argument("run_b", type=Path, help="the second run, of the same protocol on the same fixtures")
+    parser.add_argument("run_a", type=Path, help="RESULTS_DIR/PROTOCOL/RUN_ID of the first run, or the directory of "
+                        "a --scale all group")
+    parser.add_argument("run_b", type=Path, help="the second run, of the same protocol on the same fixtures (or a "
+                        "second group)")
     parser.add_argument("--json", type=Path, default=Path("compare.json"), help="where to write compare.json")
 
 
@@ -288,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def command(args: argparse.Namespace) -> int:
     try:
-        result = compare_runs(args.run_a, args.run_b)
+        result = compare(args.run_a, args.run_b)
     except CompareRefused as exc:
         print(f"preregbench compare: {exc}", file=sys.stderr)
         return EXIT_OVER_LIMIT if isinstance(exc, CompareOverLimit) else EXIT_USAGE
@@ -298,7 +359,7 @@ def command(args: argparse.Namespace) -> int:
             print(f"preregbench compare: --json {args.json} lies inside run directory {run_dir}; write it elsewhere",
                   file=sys.stderr)
             return EXIT_USAGE
-    print(table(result))
+    print(group_table(result) if "scales" in result else table(result))
     try:
         atomic_write_json(target, result)
     except (FileWriteError, ValueError, OSError) as exc:
@@ -312,4 +373,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["CompareRefused", "PairedMeasure", "compare_runs", "main", "paired_table"]
+__all__ = ["CompareRefused", "PairedMeasure", "compare", "compare_groups", "compare_runs", "main", "paired_table"]

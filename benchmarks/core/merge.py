@@ -291,6 +291,7 @@ def prepare(out: Path, shard_dirs: Sequence[Path]) -> tuple[Protocol, ProtocolRu
     try:
         run = ProtocolRun(protocol, Run(protocol.name, run_id, results, started, protocol.folder),
                           model=identity.get("model"), device=identity.get("device"),
+                          scale=protocol.scale_from_settings(identity.get("settings") or {}),
                           revision=identity.get("revision"), options=options)
         here = run.identity(identity.get("revision"))
         batches_here = protocol.batch_size(run)
@@ -319,7 +320,7 @@ def write(protocol: Protocol, run: ProtocolRun, shards: list[ShardRun], records:
     if os.path.lexists(staging):
         raise MergeRefused(f"{staging} exists (left by a merge that was killed); remove it and merge again")
     built = ProtocolRun(protocol, Run(protocol.name, run.run_id, staging, run.run.started_at, protocol.folder),
-                        model=run.model, device=run.device, revision=run.revision,
+                        model=run.model, device=run.device, scale=run.scale, revision=run.revision,
                         options={o.name: run.option(o.name) for o in protocol.options})
     built.provenance_more = {"merged_from": [_shard_entry(s, protocol, run) for s in shards]}
     try:

@@ -49,7 +49,9 @@ from .provenance import ProvenanceError, read_provenance, utc_now
 from .report import RunNotFinished, write_index, write_reports
 from .rules import Classification, Outcome, RuleError
 from .rundir import PROVENANCE_FILE, REPORT_FILE, RunDirError, check_run_dir, new_run_id, protocol_dir_of
-from .session import RUN_ID_PATTERN, STATE, SessionState, benchmark_run, check_results_dir, check_run_id
+from .scales import SCALE_ALL, ScaleGroupError, python_command, run_scales, summary_lines, without_owned
+from .session import (RUN_ID_PATTERN, SCALE_GROUP_FORM, SCALE_GROUP_RESULT, STATE, SessionState, benchmark_run,
+                      check_results_dir, check_run_id)
 from .shard import ShardError, parse_shard
 
 DEVICES = ("cpu", "cuda")
@@ -193,6 +195,56 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = SessionState(run_id=run_id, started_at=started, results_dir=results, shard=shard)
     if workerinput is None:
         config.pluginmanager.register(_Reporter(config), "benchmark-reporter")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """``--scale all``: this session runs no test itself; it runs every preregistered scale of the protocol as
+    a run of its own (:mod:`benchmarks.core.scales`) and returns the worst of their statuses."""
+    if config.getoption("benchmark_scale", None) != SCALE_ALL or config.getoption("help", False) \
+            or config.getoption("version", 0):
+        return None
+    folder, base, command = _scale_group_form(config)
+    protocol = registry.find(folder.name)
+    if protocol is None or Path(protocol.folder).resolve() != folder:
+        try:
+            protocol = registry.load_folder(folder)
+        except registry.RegistryError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    results = Path(config.getoption("benchmark_results_dir"))
+    if not results.is_absolute():
+        results = config.rootpath / results
+    check_results_dir(results)
+    run_id = config.getoption("benchmark_run_id")
+    if run_id is not None:
+        check_run_id(run_id)
+    try:
+        result = run_scales(protocol, results, run_id, base, command, cwd=config.invocation_params.dir)
+    except ScaleGroupError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    for line in summary_lines(result):
+        print(line, flush=True)
+    config.stash[SCALE_GROUP_RESULT] = result
+    return result.status
+
+
+def _scale_group_form(config: pytest.Config) -> tuple[Path, list[str], Any]:
+    """(protocol folder, the arguments every scale gets, the command line of a scale) of a ``--scale all``
+    session: each scale is a ``preregbench run`` when the session is one, else a ``pytest`` session."""
+    if SCALE_GROUP_FORM in config.stash:
+        folder, args = config.stash[SCALE_GROUP_FORM]
+        return Path(folder).resolve(), without_owned(args), python_command("-m", "benchmarks.core.cli", "run",
+                                                                           str(Path(folder).resolve()))
+    where = config.invocation_params.dir
+    folders = set()
+    for arg in config.args:
+        path = Path(arg.split("::", 1)[0])
+        folder = protocol_dir_of(path if path.is_absolute() else where / path, config.rootpath)
+        folders.add(folder)
+    if len(folders) != 1 or None in folders:
+        raise pytest.UsageError(f"--scale {SCALE_ALL} runs one protocol: give its folder alone (pytest "
+                                f"benchmarks/pzombie --scale {SCALE_ALL})")
+    return folders.pop(), without_owned(config.invocation_params.args), python_command("-m", "pytest")
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -269,6 +269,15 @@ class Protocol(Generic[U, R]):
         """The JSON form of the settings (identity, provenance, summary)."""
         return dict(_plain(settings)) if settings is not None else {}
 
+    def preregistered_scales(self) -> tuple[str, ...]:
+        """The scales ``--scale`` takes, in the prereg's order (``--scale all`` runs each); default: none."""
+        return ()
+
+    def scale_from_settings(self, settings: Mapping[str, Any]) -> str | None:
+        """The ``--scale`` of a recorded run's settings (``settings_record``), for ``verify`` and ``merge`` to
+        rebuild the run; default: None (no scale)."""
+        return None
+
     def options_from_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """The protocol options that reproduce a recorded run's settings (``settings_record``), for ``verify`` to
         rebuild the run's own fixture sets; default: none (the default options)."""
@@ -505,6 +514,12 @@ class Protocol(Generic[U, R]):
         """The figures of the run's ``report.html`` and ``report.md``: a list of
         :class:`benchmarks.core.report.Figure`, drawn from the files of the finished run directory ``run_dir``
         (its summary is ``summary``) with :func:`benchmarks.core.report.pyplot`.  Default: none."""
+        return []
+
+    def scale_report(self, parent: Path, runs: Mapping[str, Path]) -> list[Path]:
+        """After ``--scale all`` (:mod:`benchmarks.core.scales`): write the protocol's report across its scales
+        into the group directory ``parent`` (``runs``: scale -> run directory, in the prereg's order; a scale
+        that did not finish may have none) and return the written paths.  Default: nothing."""
         return []
 
     def round_report(self, folder: Path, formats: str) -> list[Path] | None:

@@ -36,6 +36,7 @@ from . import registry, tuning
 from ._canonical import sha256_json
 from .commandline import CommandParser, run_command, usage_line
 from .rundir import SUITE_ROOT
+from .session import SCALE_GROUP_FORM, SCALE_GROUP_RESULT
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_BROKEN, EXIT_USAGE = 0, 1, 2, 4
 
@@ -72,10 +73,21 @@ def _value(args: list[str], flag: str) -> str | None:
 
 
 class _Verdict:
-    """A plugin that keeps the benchmark summary the suite's reporter built for this session."""
+    """A plugin that keeps the benchmark summary the suite's reporter built for this session, or the outcome
+    of a ``--scale all`` session (whose scales are ``preregbench run`` processes of their own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path, args: list[str]) -> None:
         self.summary: dict[str, Any] | None = None
+        self.group: Any = None
+        self._form = (folder, list(args))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_cmdline_main(self, config: Any) -> Any:
+        config.stash[SCALE_GROUP_FORM] = self._form
+        try:
+            return (yield)
+        finally:
+            self.group = config.stash.get(SCALE_GROUP_RESULT, None)
 
     def pytest_sessionfinish(self, session: Any) -> None:
         reporter = session.config.pluginmanager.get_plugin("benchmark-reporter")
@@ -125,8 +137,10 @@ def run(argv: list[str], plugins: list[Any] | None = None) -> int:
     # This process runs the protocol and ends with it: its C heap keeps freed memory for reuse instead of
     # returning it to the kernel after every large temporary of a forward pass (benchmarks/core/tuning.py).
     tuning.keep_freed_heap()
-    verdict = _Verdict()
+    verdict = _Verdict(folder, rest)
     status = int(pytest.main([str(folder), "-p", "benchmarks.core.plugin", *rest], plugins=[verdict, *(plugins or [])]))
+    if verdict.group is not None:  # --scale all: every scale printed its lines, the group its summary
+        return int(verdict.group.status)
     entry = None
     if verdict.summary is not None:
         entry = verdict.summary["protocols"].get(folder.name)

@@ -34,6 +34,11 @@ class SessionState:
 
 
 STATE = pytest.StashKey[SessionState]()
+#: Set by ``preregbench run`` for ``--scale all``: (protocol folder, its arguments), so every scale is a
+#: ``preregbench run`` of its own (:mod:`benchmarks.core.scales`).
+SCALE_GROUP_FORM = pytest.StashKey[tuple[Path, list[str]]]()
+#: The outcome of a ``--scale all`` session (a :class:`benchmarks.core.scales.GroupResult`).
+SCALE_GROUP_RESULT = pytest.StashKey[Any]()
 
 
 def benchmark_run(config: pytest.Config, protocol_dir: str | Path) -> Run:
@@ -86,4 +91,4 @@ def check_results_dir(results: Path) -> Path:
 
 
 
-__all__ = ["RUN_ID_PATTERN", "STATE", "SessionState", "benchmark_run", "check_results_dir", "check_run_id"]
+__all__ = ["RUN_ID_PATTERN", "SCALE_GROUP_FORM", "SCALE_GROUP_RESULT", "STATE", "SessionState", "benchmark_run", "check_results_dir", "check_run_id"]

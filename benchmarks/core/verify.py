@@ -526,6 +526,7 @@ class _Verifier:
             root = self.run_dir.parent.parent if getattr(protocol, "data_in_run_dir", False) else Path(scratch)
             run = ProtocolRun(protocol, Run(protocol.name, prov.run_id, root, prov.started_at, protocol.folder),
                               model=identity.get("model"), device=identity.get("device"),
+                              scale=protocol.scale_from_settings(identity.get("settings") or {}),
                               revision=identity.get("revision"), options=options)
             if json.loads(json.dumps(run.settings_record)) != identity.get("settings"):
                 return {}
@@ -687,6 +688,7 @@ class _Verifier:
         run = ProtocolRun(protocol, Run(protocol.name, prov.run_id, self.run_dir.parent.parent, prov.started_at,
                                         protocol.folder),
                           model=identity.get("model"), device=identity.get("device"),
+                          scale=protocol.scale_from_settings(identity.get("settings") or {}),
                           revision=identity.get("revision"), options=options)
         if json.loads(json.dumps(run.settings_record)) != identity.get("settings"):
             return "the options this protocol derives from the recorded settings do not give them back"

@@ -32,6 +32,7 @@ from .engine import engine_config, record_from_engine
 from .figures import report_figures, write_figures
 from .intervals import interval_record, intervals, paired_bootstrap, preset_intervals
 from .metrics import EtaForms, aggregate, eta_squared_forms, metrics, preset_metrics, token_diversity, zone_entropy_bits
+from .scales import is_scale_group, write_scale_report
 from .spec import (
     CATEGORIES,
     CLASSIFICATIONS,
@@ -137,8 +138,23 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
                           isolation=isolation, max_new_tokens=bound,
                           presets=(chosen,) if chosen else tuple(spec.run.presets))
 
+    def preregistered_scales(self) -> tuple[str, ...]:
+        return tuple(self.spec.scales)
+
+    def scale_from_settings(self, settings: Mapping[str, Any]) -> str | None:
+        scale = settings.get("scale")
+        return scale if isinstance(scale, str) else None
+
+    def scale_report(self, parent: Path, runs: Mapping[str, Path]) -> list[Path]:
+        """The cross-scale table of a ``--scale all`` group (:mod:`.scales`)."""
+        return write_scale_report(parent, runs)
+
+    def round_report(self, folder: Path, formats: str) -> list[Path] | None:
+        """``preregbench report GROUP_DIR`` renders a scale group's cross-scale report again."""
+        return write_scale_report(folder, formats=formats) if is_scale_group(folder) else None
+
     def options_from_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """The options that give a recorded run's settings back (its scale is the run's ``--scale``)."""
+        """The options that give a recorded run's settings back (its scale: :meth:`scale_from_settings`)."""
         presets = list(settings.get("presets") or [])
         bound = settings.get("max_new_tokens")
         return {"max-new-tokens": None if bound == self.spec.generation.max_new_tokens else bound,

@@ -14,10 +14,12 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from benchmarks.core import ProtocolRun, Run, sha256_json
 from benchmarks.core.provenance import utc_now
+from benchmarks.core.scales import start_group
 from fixtures.pzombie import measured_prompts
 
 from .metrics import token_diversity, zone_entropy_bits
@@ -146,7 +148,8 @@ def synthetic_records(name: str, seed: int = 8, *, errors: int = 0) -> list[PzRe
 
 
 def prefill_run(results_dir: Path, run_id: str, name: str, *, errors: int = 0, seed: int = 8,
-                model: str = "gemma-3-270m", device: str = "cpu", preset: str | None = None) -> Path:
+                model: str = "gemma-3-270m", device: str = "cpu", preset: str | None = None,
+                scale: str | None = None) -> Path:
     """Record a complete set of measurements for scenario ``name`` as run ``results_dir/pzombie/run_id/``.
 
     The records go through ``ProtocolRun.record`` for a run of ``model`` on
@@ -155,10 +158,11 @@ def prefill_run(results_dir: Path, run_id: str, name: str, *, errors: int = 0, s
     ``--results-dir=results_dir`` and ``--run-id=run_id`` then finds every unit
     recorded (as when resuming a finished run), measures nothing and goes
     straight to the result files and the rules.  The provenance names the
-    synthetic source, not a model.  ``preset``: a run of that preset only (``--pzombie-preset``).
+    synthetic source, not a model.  ``preset``: a run of that preset only (``--pzombie-preset``); ``scale``: a
+    run of that scale (``--scale``; default the prereg's).
     """
     run = ProtocolRun(PROTOCOL, Run("pzombie", run_id, Path(results_dir), utc_now(), HERE), model=model, device=device,
-                      options={"preset": preset})
+                      scale=scale, options={"preset": preset})
     description = {"id": f"synthetic-records-{name}",
                    "revision": "sha256:" + sha256_json({"scenario": name, "seed": seed, "errors": errors}),
                    "note": f"synthetic records of scenario {name!r} (benchmarks/pzombie/scenarios.py), not a model run"}
@@ -174,3 +178,14 @@ def prefill_run(results_dir: Path, run_id: str, name: str, *, errors: int = 0, s
             "frozen_state_sha256": sha256_json(state),
         })
     return run.dir
+
+
+def prefill_group(results_dir: Path, group_id: str, scenarios: Mapping[str, str], **options: Any) -> Path:
+    """A ``--scale all`` group ``results_dir/pzombie-scales/group_id/`` whose scale runs hold the records of
+    ``scenarios`` (scale -> scenario name; a scale left out has no run yet); ``options`` go to :func:`prefill_run`.
+    A session of ``--scale all --run-id group_id`` with the same ``--model`` and ``--device`` then measures
+    only the scales left out.  Returns the group directory."""
+    parent = start_group(Path(results_dir), PROTOCOL, group_id, [], resuming=True)
+    for scale, name in scenarios.items():
+        prefill_run(parent, scale, name, scale=scale, **options)
+    return parent

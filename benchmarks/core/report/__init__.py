@@ -31,7 +31,7 @@ same figures, written as ``report_figures/<name>.svg`` beside it.
 from __future__ import annotations
 
 from ._cli import USAGE, main
-from ._figures import DrawnAhead, Figure, draw_figures, pyplot, render_figures, warm_figures
+from ._figures import DrawnAhead, Figure, draw_figures, pyplot, render_figures, svg_figures, warm_figures
 from ._html import REPORT_CSS, escape_html, render_html, render_index
 from ._markdown import escape_md, render_md
 from ._view import (
@@ -56,5 +56,5 @@ from ._write import FORMATS, write_index, write_reports, write_round_reports
 __all__ = ["FIGURES_DIR", "FORMATS", "ClassificationView", "Condition", "DrawnAhead", "Figure", "INDEX_HTML", "REPORT_CSS",
            "REPORT_HTML", "REPORT_MD", "ReportError", "RuleRow", "RunNotFinished", "RunView", "USAGE", "draw_figures",
            "escape_html", "escape_md", "find_protocol", "format_proportion", "load_run", "main", "pyplot", "read_jsonl",
-           "render_figures", "render_html", "render_index", "render_md", "summary_file", "warm_figures", "write_index",
+           "render_figures", "render_html", "render_index", "render_md", "summary_file", "svg_figures", "warm_figures", "write_index",
            "write_reports", "write_round_reports"]

@@ -73,6 +73,11 @@ def render_figures(protocol: Any, run_dir: Path, summary: Mapping[str, Any],
     except Exception as exc:  # a figure that cannot be drawn never stops the report
         notes.append(f"the figures could not be drawn: {type(exc).__name__}: {one_line(exc)}")
         return []
+    return svg_figures(drawn, notes)
+
+
+def svg_figures(drawn: list[Figure], notes: list[str]) -> list[tuple[str, str, str, bytes]]:
+    """Each :class:`Figure` as (file stem, title, caption, SVG bytes), closed; one that fails is a note."""
     plt = pyplot() if drawn else None
     out, seen = [], set()
     for item in drawn:
