@@ -231,7 +231,8 @@ def compare_runs(run_a: Path, run_b: Path) -> dict[str, Any]:
 
 def compare_groups(group_a: Path, group_b: Path) -> dict[str, Any]:
     """Two ``--scale all`` groups of one protocol, scale by scale: :func:`compare_runs` of every scale both
-    groups ran (a scale without a run in one of them is listed under ``not_compared`` with the reason)."""
+    groups ran, in the first group's order, under ``scales`` (each with its ``scale``); a scale without a run in
+    one of them is listed under ``not_compared`` with the reason."""
     try:
         found_a, runs_a = group_runs(group_a)
         found_b, runs_b = group_runs(group_b)
@@ -259,7 +260,7 @@ def compare_groups(group_a: Path, group_b: Path) -> dict[str, Any]:
         raise CompareRefused(f"no scale can be compared ({reasons})")
     return {"protocol": found_a["protocol"], "group_a": {"dir": str(group_a), "group_id": found_a.get("group_id")},
             "group_b": {"dir": str(group_b), "group_id": found_b.get("group_id")},
-            "scales": compared, "not_compared": skipped}
+            "scales": [{"scale": scale, **found} for scale, found in compared.items()], "not_compared": skipped}
 
 
 def compare(path_a: Path, path_b: Path) -> dict[str, Any]:
@@ -280,8 +281,8 @@ def group_table(result: Mapping[str, Any]) -> str:
     """The printed comparison of two groups: the table of each scale, then the scales not compared."""
     blocks = [f"{result['protocol']} scale groups: A = {result['group_a']['group_id']}, "
               f"B = {result['group_b']['group_id']}"]
-    for scale, found in result["scales"].items():
-        blocks.append(f"\n[{scale}] " + table(found))
+    for found in result["scales"]:
+        blocks.append(f"\n[{found['scale']}] " + table(found))
     for scale, why in result["not_compared"].items():
         blocks.append(f"\n[{scale}] not compared: {why}")
     return "\n".join(blocks)

@@ -149,7 +149,7 @@ def synthetic_records(name: str, seed: int = 8, *, errors: int = 0) -> list[PzRe
 
 def prefill_run(results_dir: Path, run_id: str, name: str, *, errors: int = 0, seed: int = 8,
                 model: str = "gemma-3-270m", device: str = "cpu", preset: str | None = None,
-                scale: str | None = None) -> Path:
+                scale: str | None = None, options: Mapping[str, Any] | None = None) -> Path:
     """Record a complete set of measurements for scenario ``name`` as run ``results_dir/pzombie/run_id/``.
 
     The records go through ``ProtocolRun.record`` for a run of ``model`` on
@@ -159,10 +159,11 @@ def prefill_run(results_dir: Path, run_id: str, name: str, *, errors: int = 0, s
     recorded (as when resuming a finished run), measures nothing and goes
     straight to the result files and the rules.  The provenance names the
     synthetic source, not a model.  ``preset``: a run of that preset only (``--pzombie-preset``); ``scale``: a
-    run of that scale (``--scale``; default the prereg's).
+    run of that scale (``--scale``; default the prereg's); ``options``: further protocol options (option name ->
+    value, as ``max-new-tokens``), which a session resuming the run must give too.
     """
     run = ProtocolRun(PROTOCOL, Run("pzombie", run_id, Path(results_dir), utc_now(), HERE), model=model, device=device,
-                      scale=scale, options={"preset": preset})
+                      scale=scale, options={**(options or {}), "preset": preset})
     description = {"id": f"synthetic-records-{name}",
                    "revision": "sha256:" + sha256_json({"scenario": name, "seed": seed, "errors": errors}),
                    "note": f"synthetic records of scenario {name!r} (benchmarks/pzombie/scenarios.py), not a model run"}

@@ -223,7 +223,7 @@ def test_the_run_command_freezes_what_lives_when_its_session_ends() -> None:
             return {"protocols": {}}
 
     session = SimpleNamespace(config=SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: _Reporter())))
-    verdict = _Verdict()
+    verdict = _Verdict(Path("benchmarks/res"), [])
     gc.unfreeze()
     try:
         verdict.pytest_sessionfinish(session)
