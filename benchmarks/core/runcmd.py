@@ -16,7 +16,9 @@ cuda`` is given) and turns the verdict into an exit code a CI job can gate on:
 Every other argument goes to pytest unchanged, so every protocol option
 (``--res-fixture-set``, ``--run-id``, ``--results-dir``, ...) works as it does
 under ``pytest``.  The last two lines printed name the classification and the
-report's path.
+report's path.  ``--scale all`` runs every scale the protocol preregisters, each
+as a run of its own under one group directory, and exits with the worst
+scale's code (:mod:`benchmarks.core.scales`).
 """
 
 from __future__ import annotations
