@@ -40,7 +40,7 @@ from ._bundled import (
 )
 from ._http import OpenAIChatModel
 from ._hf import load_tokenizer
-from ._hub import resolve_revision
+from ._hub import folder_hash, resolve_revision
 from ._registry import (
     available_models,
     backends_with,
@@ -91,6 +91,7 @@ __all__ = [
     "bundled_token_counters",
     "check_model_name",
     "cache_root",
+    "folder_hash",
     "kind_name",
     "load_bundled",
     "load_gguf",

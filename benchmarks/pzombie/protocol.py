@@ -230,10 +230,16 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
     # ----------------------------------------------------------------- measurement
 
     def model_spec(self, run: ProtocolRun) -> px.ModelSpec:
-        """How each engine process loads the model (device, dtype, torch seed and the pinned revision)."""
+        """How each engine process loads the model (device, dtype, torch seed and the pinned revision).
+
+        A local model folder's revision is the hash of its files, taken here once: every process that loads
+        the folder would otherwise hash it again (under spawn isolation, one process per prompt, each reading
+        the whole checkpoint)."""
         options: dict[str, Any] = {"device": run.device, "dtype": run.settings.dtype, "seed": self.spec.seeds["torch"]}
         if run.revision:
             options["revision"] = run.revision
+        elif Path(run.model).is_dir():
+            options["revision"] = models.folder_hash(Path(run.model))
         return px.ModelSpec(run.model, options)
 
     def calibration_problem(self, run: ProtocolRun, preset: str) -> str | None:
@@ -275,6 +281,7 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
         stored = {preset: self.stored_calibration(run, preset) for preset in run.settings.presets}
         config = engine_config(settings.scale)
         operational = self.operational(run)
+        model = self.model_spec(run)
         if run.model in models.BUNDLED and settings.isolation == "fork":
             # Convert the bundled GGUF here, once, if its cache is missing: the loader process must only load
             # (a loader that computed before forking would hang its children, see DESIGN.md).
@@ -302,7 +309,7 @@ class PzombieProtocol(Protocol[PzUnit, PzRecord]):
             if not mine:
                 continue
             px.run_prompts(
-                self.model_spec(run),
+                model,
                 [{"id": unit.prompt_id, "text": unit.text} for unit in mine],
                 preset=preset,
                 config=config,

@@ -153,3 +153,27 @@ def test_defaults_and_recorded_deviations(tmp_path):
     assert PROTOCOL.undecided(cpu) == {}
     assert PROTOCOL.options_from_settings(one.settings_record)["preset"] == "BASELINE"
     assert math.isfinite(SPEC.run.prompt_timeout_s)
+
+
+def test_a_local_model_folder_is_hashed_once_for_every_engine_process(tmp_path: Path) -> None:
+    """The engine's processes get the folder's revision with the model's options, so none of them (one per prompt
+    under spawn) reads the whole checkpoint again to hash it; a pinned revision is passed as it is."""
+    import models
+
+    folder = tmp_path / "model"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "sub" / "weights.bin").write_bytes(bytes(range(256)) * 64)
+    results = tmp_path / "results"
+    run = ProtocolRun(PROTOCOL, Run("pzombie", "local", results, "2026-11-30T00:00:00Z", HERE), model=str(folder),
+                      device="cpu")
+    spec = PROTOCOL.model_spec(run)
+    assert spec.options["revision"] == models.folder_hash(folder) and spec.options["revision"].startswith("sha256:")
+    (folder / "sub" / "weights.bin").write_bytes(b"other weights")
+    assert PROTOCOL.model_spec(run).options["revision"] != spec.options["revision"]  # the files' hash, not a name's
+    pinned = ProtocolRun(PROTOCOL, Run("pzombie", "pinned", results, "2026-11-30T00:00:00Z", HERE), model=str(folder),
+                         device="cpu", revision="sha256:" + "ab" * 32)
+    assert PROTOCOL.model_spec(pinned).options["revision"] == "sha256:" + "ab" * 32
+    bundled = ProtocolRun(PROTOCOL, Run("pzombie", "bundled", results, "2026-11-30T00:00:00Z", HERE),
+                          model="gemma-3-270m", device="cpu")
+    assert "revision" not in PROTOCOL.model_spec(bundled).options
