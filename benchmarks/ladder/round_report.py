@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import quote
 
 from benchmarks.core import LedgerError, atomic_write_text
-from benchmarks.core.report import FORMATS, REPORT_CSS, Figure, ReportError, pyplot
+from benchmarks.core.report import FORMATS, REPORT_CSS, Figure, ReportError, pyplot, write_svg_figures
 from benchmarks.core.report import escape_html as _e
 from benchmarks.core.report import escape_md as _md
 from fixtures.ladder import REGISTERED_DIALS, STATES
@@ -408,12 +408,7 @@ def write_round_reports(folder: str | Path, formats: str = "both", fleet: Mappin
     title = folder.resolve().name
     written = []
     if formats in ("md", "both"):
-        target = folder / ROUND_FIGURES_DIR
-        if target.is_symlink() or (target.exists() and not target.is_dir()):
-            raise ReportError(f"{target} is not a real directory; remove it and render again")
-        target.mkdir(exist_ok=True)
-        for stem, _, _, svg in figures:
-            written.append(atomic_write_text(target / f"{stem}.svg", svg.decode("utf-8")))
+        written += write_svg_figures(folder / ROUND_FIGURES_DIR, figures)
         written.append(atomic_write_text(folder / ROUND_MD, render_round_md(title, report, figures)))
     if formats in ("html", "both"):
         written.append(atomic_write_text(folder / ROUND_HTML, render_round_html(title, report, figures)))

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from benchmarks.core import FileReadError, atomic_write_json, atomic_write_text, read_json_file
-from benchmarks.core.report import FORMATS, REPORT_CSS, Figure, ReportError, pyplot, svg_figures
+from benchmarks.core.report import FORMATS, REPORT_CSS, Figure, ReportError, pyplot, svg_figures, write_svg_figures
 from benchmarks.core.report import escape_html as _e
 from benchmarks.core.report import escape_md as _md
 from benchmarks.core.scales import GROUP_FILE, ScaleGroupError, group_runs, read_group
@@ -334,12 +334,7 @@ def write_scale_report(parent: Path, runs: Mapping[str, Path] | None = None, for
         figures = []
     written = [atomic_write_json(parent / SCALES_JSON, table)]
     if formats in ("md", "both"):
-        target = parent / SCALES_FIGURES_DIR
-        if target.is_symlink() or (target.exists() and not target.is_dir()):
-            raise ReportError(f"{target} is not a real directory; remove it and render again")
-        target.mkdir(exist_ok=True)
-        for stem, _, _, svg in figures:
-            written.append(atomic_write_text(target / f"{stem}.svg", svg.decode("utf-8")))
+        written += write_svg_figures(parent / SCALES_FIGURES_DIR, figures)
         written.append(atomic_write_text(parent / SCALES_MD, render_md(table, figures, notes)))
     if formats in ("html", "both"):
         written.append(atomic_write_text(parent / SCALES_HTML, render_html(table, figures, notes)))

@@ -51,10 +51,10 @@ from ._view import (
     read_jsonl,
     summary_file,
 )
-from ._write import FORMATS, write_index, write_reports, write_round_reports
+from ._write import FORMATS, write_index, write_reports, write_round_reports, write_svg_figures
 
 __all__ = ["FIGURES_DIR", "FORMATS", "ClassificationView", "Condition", "DrawnAhead", "Figure", "INDEX_HTML", "REPORT_CSS",
            "REPORT_HTML", "REPORT_MD", "ReportError", "RuleRow", "RunNotFinished", "RunView", "USAGE", "draw_figures",
            "escape_html", "escape_md", "find_protocol", "format_proportion", "load_run", "main", "pyplot", "read_jsonl",
            "render_figures", "render_html", "render_index", "render_md", "summary_file", "svg_figures", "warm_figures", "write_index",
-           "write_reports", "write_round_reports"]
+           "write_reports", "write_round_reports", "write_svg_figures"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 from urllib.parse import quote
 
 from .. import registry
@@ -27,17 +28,21 @@ def write_reports(run_dir: str | Path, formats: str = "both", *, drawn_ahead: Dr
     view = load_run(run_dir, drawn_ahead=drawn_ahead)
     written = []
     if formats in ("md", "both"):
-        folder = run_dir / FIGURES_DIR
         if view.figures:
-            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-                raise ReportError(f"{folder} is not a real directory; remove it and render again")
-            folder.mkdir(exist_ok=True)
-            for stem, _, _, svg in view.figures:
-                written.append(atomic_write_text(folder / f"{stem}.svg", svg.decode("utf-8")))
+            written += write_svg_figures(run_dir / FIGURES_DIR, view.figures)
         written.append(atomic_write_text(run_dir / REPORT_MD, render_md(view)))
     if formats in ("html", "both"):
         written.append(atomic_write_text(run_dir / REPORT_HTML, render_html(view)))
     return written
+
+
+def write_svg_figures(folder: Path, figures: Sequence[tuple[str, str, str, bytes]]) -> list[Path]:
+    """Write each rendered figure (stem, title, caption, SVG bytes) as ``<folder>/<stem>.svg`` for a Markdown
+    report to link; ``folder`` must be a real directory (made when missing)."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise ReportError(f"{folder} is not a real directory; remove it and render again")
+    folder.mkdir(exist_ok=True)
+    return [atomic_write_text(folder / f"{stem}.svg", svg.decode("utf-8")) for stem, _, _, svg in figures]
 
 
 def _index_row(run_dir: Path, results: Path) -> dict[str, str] | None:

@@ -158,7 +158,7 @@ def test_each_scale_is_recomputed_by_verify_at_its_own_scale(group: tuple[subpro
 
 def test_a_group_resumed_in_the_pytest_form_measures_nothing_again(
         group: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path) -> None:
-    done, parent = group
+    _, parent = group
     copy = tmp_path / "results" / "pzombie-scales" / "G"
     shutil.copytree(parent, copy)
     before = ledger_bytes(copy)
