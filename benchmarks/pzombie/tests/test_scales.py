@@ -334,3 +334,27 @@ def test_a_killed_scale_resumes_alone_on_the_bundled_model(tmp_path: Path, monke
     stats = json.loads((parent / "pzombie" / "E2B" / "stats.json").read_text())
     assert stats["operational"]["use_cache"] is False
     assert not math.isnan(e2b["presets"]["ACTIVE_MANIFOLD"]["eta_squared"])
+
+
+def test_a_terminated_group_stops_after_the_running_scale(tmp_path: Path) -> None:
+    """SIGTERM to the group while its first scale runs: the scale gets it too (or, sent before the scale's process
+    started, finishes), no later scale starts, the table says incomplete and the exit status is 2."""
+    results = tmp_path / "results"
+    parent = prefill_group(results, "T", SCENARIO_OF)
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.core.cli", "run", "pzombie", "--scale", "all", *RUN_ARGS,
+                             f"--results-dir={results}", "--run-id=T"], cwd=SUITE_ROOT, env=suite_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:  # the group names each scale before it starts it
+        seen.append(line)
+        if line.startswith("--scale all: pzombie 270M (1 of 4)"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=600) == 2, "".join(seen) + rest
+    assert "interrupted during scale 270M; resume with --run-id T" in rest
+    for scale in ("1B", "4B", "E2B"):
+        assert f"pzombie {scale}: " in rest and f"--scale all: pzombie {scale}" not in rest
+        assert not (parent / "pzombie" / scale / "report.json").exists()
+    assert json.loads((parent / SCALES_JSON).read_text())["status"] == "incomplete"
