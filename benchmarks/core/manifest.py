@@ -93,10 +93,62 @@ def build_manifest(run_dir: Path) -> dict:
             "files": [asdict(e) for e in entries]}
 
 
+@dataclass(frozen=True)
+class ManifestDifference:
+    """One way a run directory differs from its manifest."""
+
+    path: str  # the file's path relative to the run directory (as the manifest lists it)
+    #: outside (listed outside the run directory), missing, unreadable, size, sha256, unlisted (present, not listed)
+    kind: str
+    detail: str  # one line saying how
+
+
+def manifest_files(manifest: object) -> list[dict] | None:
+    """The manifest's ``files`` entries (path, size, sha256), or None when ``manifest`` is not a manifest."""
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str)
+                                              and isinstance(e.get("size"), int) and isinstance(e.get("sha256"), str)
+                                              for e in files):
+        return None
+    return files
+
+
+def manifest_differences(run_dir: Path, files: list[dict]) -> list[ManifestDifference]:
+    """Every difference between ``run_dir`` now and the manifest entries ``files`` (:func:`manifest_files`):
+    listed files first, in the manifest's order, then files it does not list.  :class:`ManifestError` or
+    ``OSError`` when the directory itself cannot be walked (a link or a FIFO in it)."""
+    run_dir = Path(run_dir)
+    found = []
+    listed = {e["path"]: e for e in files}
+    for path, entry in listed.items():
+        target = run_dir / path
+        if Path(path).is_absolute() or ".." in Path(path).parts:
+            found.append(ManifestDifference(path, "outside", f"lists {path!r}, outside the run directory"))
+            continue
+        if not os.path.lexists(target):
+            found.append(ManifestDifference(path, "missing", f"listed in {MANIFEST_FILE} but missing"))
+            continue
+        try:
+            size, digest = file_sha256(target)
+        except (OSError, ManifestError) as exc:
+            found.append(ManifestDifference(path, "unreadable", f"cannot be read as a regular file ({exc})"))
+            continue
+        if size != entry["size"]:
+            found.append(ManifestDifference(path, "size", f"{size} bytes, {MANIFEST_FILE} says {entry['size']}"))
+        elif digest != entry["sha256"]:
+            found.append(ManifestDifference(path, "sha256", f"sha256 {digest[:12]}, {MANIFEST_FILE} says "
+                                                            f"{entry['sha256'][:12]}"))
+    for present in run_files(run_dir):
+        path = present.relative_to(run_dir).as_posix()
+        if path not in listed:
+            found.append(ManifestDifference(path, "unlisted", f"in the run directory but not in {MANIFEST_FILE}"))
+    return found
+
+
 def write_manifest(run_dir: Path) -> Path:
     """Write ``run_dir/manifest.json`` atomically (a link there is replaced, never written through)."""
     return atomic_write_json(Path(run_dir) / MANIFEST_FILE, build_manifest(run_dir))
 
 
-__all__ = ["MANIFEST_FILE", "ManifestEntry", "ManifestError", "build_manifest", "file_sha256", "is_lock_file",
-           "run_files", "write_manifest"]
+__all__ = ["MANIFEST_FILE", "ManifestDifference", "ManifestEntry", "ManifestError", "build_manifest", "file_sha256",
+           "is_lock_file", "manifest_differences", "manifest_files", "run_files", "write_manifest"]

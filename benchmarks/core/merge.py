@@ -50,7 +50,7 @@ from ._canonical import FileReadError, atomic_write_json, read_json_file
 from .commandline import CommandParser, run_command, usage_line
 from .errors import PreregbenchError, one_line
 from .ledger import LedgerError, read_identities, read_ledger
-from .manifest import MANIFEST_FILE, ManifestError, build_manifest, file_sha256
+from .manifest import MANIFEST_FILE, ManifestError, file_sha256, manifest_differences, manifest_files
 from .modelrun import RECORDED_REVISION
 from .protocol import Protocol, UsageProblem
 from .provenance import Provenance, ProvenanceError, read_provenance
@@ -143,20 +143,18 @@ def _check_finished(shard: ShardRun, protocol: Protocol) -> None:
         status = entry.get("status") if isinstance(entry, dict) else "no verdict"
         raise MergeRefused(f"{folder}: shard {shard.shard} did not end complete ({status}, per {REPORT_FILE}); resume "
                            "it with its --run-id and --shard first")
+    listed = manifest_files(manifest)
+    if listed is None:
+        raise MergeRefused(f"{folder}: {MANIFEST_FILE} is not a manifest; the shard cannot be checked")
     try:
-        now = {e["path"]: (e["size"], e["sha256"]) for e in build_manifest(folder)["files"]}
+        differences = manifest_differences(folder, listed)
     except (ManifestError, OSError) as exc:
         raise MergeRefused(f"{folder}: {one_line(exc)}") from None
-    listed = manifest.get("files") if isinstance(manifest, dict) else None
-    if not isinstance(listed, list) or not all(isinstance(e, dict) for e in listed):
-        raise MergeRefused(f"{folder}: {MANIFEST_FILE} is not a manifest; the shard cannot be checked")
-    then = {e.get("path"): (e.get("size"), e.get("sha256")) for e in listed}
-    for path in sorted(set(now) | set(then)):
-        if now.get(path) != then.get(path):
-            what = ("is missing" if path not in now else "is not in its manifest" if path not in then
-                    else "differs from its manifest")
-            raise MergeRefused(f"{folder}: {path} {what} ({MANIFEST_FILE}); the shard was changed after its session "
-                               "ended, so it cannot be merged")
+    if differences:
+        first = differences[0]
+        what = {"missing": "is missing", "unlisted": "is not in its manifest"}.get(first.kind, "differs from its manifest")
+        raise MergeRefused(f"{folder}: {first.path} {what} ({MANIFEST_FILE}); the shard was changed after its session "
+                           "ended, so it cannot be merged")
 
 
 def _records(shard: ShardRun, protocol: Protocol, run: ProtocolRun) -> list[Any]:

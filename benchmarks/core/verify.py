@@ -63,7 +63,7 @@ from ._canonical import FileReadError, json_text, read_json_file, sha256_bytes, 
 from .commandline import CommandParser, run_command, usage_line
 from .errors import PreregbenchError, one_line
 from .ledger import LedgerError, read_identities, read_ledger
-from .manifest import MANIFEST_FILE, ManifestError, file_sha256, run_files
+from .manifest import MANIFEST_FILE, ManifestError, file_sha256, manifest_differences, manifest_files
 from .provenance import ProvenanceError, check_revision, read_provenance
 from .run import FIXTURES_FILE, ProtocolRun
 from .rundir import PROVENANCE_FILE, REPORT_FILE, SUITE_ROOT, Run
@@ -231,48 +231,22 @@ class _Verifier:
                 self.findings[-1] = Finding(INCONSISTENT, check, f"{MANIFEST_FILE} is missing: the session did not "
                                             "finish (resume it with the same --run-id)", MANIFEST_FILE)
             return
-        files = manifest.get("files") if isinstance(manifest, dict) else None
-        if not isinstance(files, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str)
-                                                  and isinstance(e.get("size"), int)
-                                                  and isinstance(e.get("sha256"), str) for e in files):
+        files = manifest_files(manifest)
+        if files is None:
             self.add(TAMPERED, check, "not a manifest (a 'files' list of path, size and sha256)", MANIFEST_FILE, "files")
             return
-        listed = {e["path"]: e for e in files}
-        bad = False
-        for path, entry in listed.items():
-            target = self.run_dir / path
-            if Path(path).is_absolute() or ".." in Path(path).parts:
-                self.add(TAMPERED, check, f"lists {path!r}, outside the run directory", MANIFEST_FILE, "files")
-                bad = True
-                continue
-            if not os.path.lexists(target):
-                self.add(TAMPERED, check, "listed in manifest.json but missing", path)
-                bad = True
-                continue
-            try:
-                size, digest = file_sha256(target)
-            except (OSError, ManifestError) as exc:
-                self.add(TAMPERED, check, f"cannot be read as a regular file ({exc})", path)
-                bad = True
-                continue
-            if size != entry["size"]:
-                self.add(TAMPERED, check, f"{size} bytes, manifest.json says {entry['size']}", path, "size")
-                bad = True
-            elif digest != entry["sha256"]:
-                self.add(TAMPERED, check, f"sha256 {digest[:12]}, manifest.json says {entry['sha256'][:12]}", path,
-                         "sha256")
-                bad = True
         try:
-            present = [p.relative_to(self.run_dir).as_posix() for p in run_files(self.run_dir)]
+            differences = manifest_differences(self.run_dir, files)
         except (ManifestError, OSError) as exc:
             self.add(TAMPERED, check, str(exc))
             return
-        for path in present:
-            if path not in listed:
-                self.add(TAMPERED, check, "in the run directory but not in manifest.json", path)
-                bad = True
-        if not bad:
-            self.add(OK, check, f"{len(listed)} files match their size and sha256")
+        for d in differences:
+            if d.kind == "outside":
+                self.add(TAMPERED, check, d.detail, MANIFEST_FILE, "files")
+            else:
+                self.add(TAMPERED, check, d.detail, d.path, d.kind if d.kind in ("size", "sha256") else None)
+        if not differences:
+            self.add(OK, check, f"{len({e['path'] for e in files})} files match their size and sha256")
 
     # ----------------------------------------------------------------- the run's own files
 
