@@ -84,7 +84,10 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
     """A group whose four scales hold records of four shapes, run with ``preregbench run pzombie --scale all``."""
     results = tmp_path_factory.mktemp("scales") / "results"
     parent = prefill_group(results, "G", SCENARIO_OF)
-    return run_group(results, "G"), parent
+    before = ledger_bytes(parent)
+    done = run_group(results, "G")
+    assert ledger_bytes(parent) == before  # every unit was recorded: nothing is measured again
+    return done, parent
 
 
 def test_every_scale_is_decided_as_a_run_of_its_own(group: tuple[subprocess.CompletedProcess[str], Path]) -> None:
@@ -156,29 +159,17 @@ def test_each_scale_is_recomputed_by_verify_at_its_own_scale(group: tuple[subpro
         assert "not recomputed" not in done.stdout and "TAMPERED" not in done.stdout, done.stdout
 
 
-def test_a_group_resumed_in_the_pytest_form_measures_nothing_again(
-        group: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path) -> None:
-    _, parent = group
-    copy = tmp_path / "results" / "pzombie-scales" / "G"
-    shutil.copytree(parent, copy)
-    before = ledger_bytes(copy)
-    again = subprocess.run([sys.executable, "-m", "pytest", "benchmarks/pzombie", "-m", "cpu", "--scale", "all", *RUN_ARGS,
-                            f"--results-dir={tmp_path / 'results'}", "--run-id", "G"],
-                           cwd=SUITE_ROOT, env=suite_env(), capture_output=True, text=True, timeout=600, check=False)
-    assert again.returncode == 1, again.stdout + again.stderr  # pytest's status: rule tests failed
-    assert ledger_bytes(copy) == before
-    first, second = (json.loads((p / SCALES_JSON).read_text()) for p in (parent, copy))
-    assert [r["presets"] for r in first["scales"]] == [r["presets"] for r in second["scales"]]
-    assert "pzombie scale group G: exit 1" in again.stdout
-
-
 def test_a_resume_with_other_options_stops_at_the_first_scale(
         group: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path) -> None:
     _, parent = group
     copy = tmp_path / "results" / "pzombie-scales" / "G"
     shutil.copytree(parent, copy)
     before = ledger_bytes(copy)
-    done = run_group(tmp_path / "results", "G", "--pzombie-max-new-tokens", "5")
+    # the pytest form: each scale is a pytest session of its own
+    done = subprocess.run([sys.executable, "-m", "pytest", "benchmarks/pzombie", "-m", "cpu", "--scale", "all",
+                           *RUN_ARGS, f"--results-dir={tmp_path / 'results'}", "--run-id", "G",
+                           "--pzombie-max-new-tokens", "5"],
+                          cwd=SUITE_ROOT, env=suite_env(), capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 4, done.stdout + done.stderr
     assert "max_new_tokens: 60 -> 5" in done.stdout + done.stderr
     assert "scale 270M stopped on a usage error; the later scales were not started" in done.stdout
