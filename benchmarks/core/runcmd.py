@@ -38,6 +38,7 @@ from . import registry, tuning
 from ._canonical import sha256_json
 from .commandline import CommandParser, run_command, usage_line
 from .rundir import SUITE_ROOT
+from .scales import option_value
 from .session import SCALE_GROUP_FORM, SCALE_GROUP_RESULT
 
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_BROKEN, EXIT_USAGE = 0, 1, 2, 4
@@ -62,15 +63,6 @@ def _protocol_folder(name: str) -> Path | None:
     path = Path(name)
     if (path / "prereg.toml").is_file() and (path / "conftest.py").is_file():
         return path.resolve()
-    return None
-
-
-def _value(args: list[str], flag: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
     return None
 
 
@@ -133,7 +125,7 @@ def run(argv: list[str], plugins: list[Any] | None = None) -> int:
         return usage_line("preregbench run", f"{registry.unknown_message(name, registry.names())} (or give a folder "
                           "holding prereg.toml and conftest.py)")
     if "-m" not in rest and not any(a.startswith("-m") and len(a) > 2 for a in rest):
-        device = _value(rest, "--device") or ""
+        device = option_value(rest, "--device") or ""
         rest = ["-m", "gpu" if device.startswith("cuda") else "cpu", *rest]
 
     # This process runs the protocol and ends with it: its C heap keeps freed memory for reuse instead of

@@ -163,7 +163,7 @@ def group_runs(parent: Path) -> tuple[dict[str, Any], dict[str, Path]]:
     return group, {scale: scale_run_dir(parent, group["protocol"], scale) for scale in group["scales"]}
 
 
-def start_group(results: Path, protocol: Any, group_id: str, base: Sequence[str], resuming: bool) -> Path:
+def start_group(results: Path, protocol: Any, group_id: str, base: Sequence[str]) -> Path:
     """The group directory ``<results>/<protocol>-scales/<group_id>``, with its ``group.json`` (written when the
     group is new; a resumed group's must name the same protocol and scales)."""
     try:
@@ -180,8 +180,6 @@ def start_group(results: Path, protocol: Any, group_id: str, base: Sequence[str]
         return parent
     if parent.exists() and any(parent.iterdir()):
         raise ScaleGroupError(f"{parent} exists and holds no {GROUP_FILE}; choose another --run-id")
-    if not resuming and parent.exists():
-        raise ScaleGroupError(f"{parent} exists; choose another --run-id")
     parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(parent / GROUP_FILE, {
         "kind": GROUP_KIND, "protocol": protocol.name, "group_id": group_id, "scales": scales,
@@ -228,9 +226,8 @@ def run_scales(protocol: Any, results: Path, group_id: str | None, base: Sequenc
         raise ScaleGroupError(f"--scale {SCALE_ALL}: {protocol.label} preregisters no scales; leave out --scale")
     if option_value(base, "--shard") is not None:
         raise ScaleGroupError(f"--scale {SCALE_ALL} runs whole runs; shard one scale at a time (--scale NAME --shard K/N)")
-    resuming = group_id is not None
     group_id = group_id or new_run_id()
-    parent = start_group(results, protocol, group_id, base, resuming)
+    parent = start_group(results, protocol, group_id, base)
     outcomes: list[ScaleOutcome] = []
     problem = ""
     with _Forward() as forward:

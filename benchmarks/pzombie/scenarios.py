@@ -186,7 +186,7 @@ def prefill_group(results_dir: Path, group_id: str, scenarios: Mapping[str, str]
     ``scenarios`` (scale -> scenario name; a scale left out has no run yet); ``options`` go to :func:`prefill_run`.
     A session of ``--scale all --run-id group_id`` with the same ``--model`` and ``--device`` then measures
     only the scales left out.  Returns the group directory."""
-    parent = start_group(Path(results_dir), PROTOCOL, group_id, [], resuming=True)
+    parent = start_group(Path(results_dir), PROTOCOL, group_id, [])
     for scale, name in scenarios.items():
         prefill_run(parent, scale, name, scale=scale, **options)
     return parent
