@@ -65,6 +65,11 @@ CWR_SIMULATIONS = 2000
 CWR_SEED = 20261201
 
 
+#: The gate metrics at values that open every gate before the deficit rules (no errored unit, no copy-solvable
+#: pair, primitive mastery met): the design asks only what the deficit rules decide.
+GATES_OPEN = {"errored_share": 0.0, "baselines.copy_flagged_pairs": 0.0, "P.accuracy": 1.0}
+
+
 def cwr_tables(differences: Sequence[float] = CWR_DIFFERENCES, c_validity: float = CWR_C_VALIDITY,
                interval: Callable[..., Any] | None = None, pairs: int | None = None) -> list[Table]:
     interval = interval or paired_difference_interval
@@ -73,7 +78,7 @@ def cwr_tables(differences: Sequence[float] = CWR_DIFFERENCES, c_validity: float
     if planned:
         pairs = len(run_pairs())
     confidence = PREREG.values.analysis.confidence
-    fixed = {"baselines.copy_flagged_pairs": 0.0, "P.accuracy": 1.0}
+    fixed = GATES_OPEN
     bounds = {}
     for table in tables_of(pairs):
         got = interval(*table, confidence)
@@ -106,7 +111,7 @@ def cwr_simulated_tables(differences: Sequence[float] = CWR_DIFFERENCES, c_valid
     """The same scenarios by seeded simulation of the planned pairs' F and C records, through the protocol's own
     ``metrics`` (so through whatever F - C interval the protocol computes, clustered or not)."""
     pairs = run_pairs()
-    fixed = {"baselines.copy_flagged_pairs": 0.0, "P.accuracy": 1.0}
+    fixed = GATES_OPEN
 
     def side(pair: Any, condition: str, valid: bool) -> CwrRecord:
         return CwrRecord(
@@ -229,7 +234,7 @@ def cwr_design_probabilities(bases: int, replicas: int, scenario: CwrScenario, *
     if simulations < 1:
         raise ValueError(f"simulations must be a positive count, got {simulations}")
     confidence = PREREG.values.analysis.confidence
-    fixed = {"baselines.copy_flagged_pairs": 0.0, "P.accuracy": 1.0}
+    fixed = GATES_OPEN
     tables, weights = zip(*base_table_distribution(scenario, replicas))
     cumulative = list(itertools.accumulate(weights))
     # One BaseCounts per possible base table, shared by every base that draws it (the interval reads the

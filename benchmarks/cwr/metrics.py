@@ -25,12 +25,32 @@ def _ratio(numerator: int, denominator: int) -> float | None:
     return numerator / denominator if denominator else None
 
 
-def paired_table(records: Sequence[CwrRecord], only: set[str] | None = None) -> dict[str, int]:
-    """2x2 table of F and C exact validity over the pairs measured under both conditions (optionally ``only`` some)."""
+def errored(record: CwrRecord) -> bool:
+    """A unit the provider or harness failed on (``generation_error``: a backend fault, a timeout, an answer
+    over ``max_answer_chars``): its own outcome, left out of every rate's denominator and counted by the
+    errored-units rule; a returned answer that is malformed or wrong is not errored."""
+    return record.generation_error is not None
+
+
+def scored(rows: Sequence[CwrRecord]) -> list[CwrRecord]:
+    """The rows a rate reads: every unit the model answered (errored units left out)."""
+    return [r for r in rows if not errored(r)]
+
+
+def _sides(records: Sequence[CwrRecord], only: set[str] | None) -> dict[str, dict[str, bool]]:
+    """pair -> condition -> exact validity, over the F and C units that were answered (optionally ``only`` some
+    pairs); a pair with an errored side has that side missing, so it is unpaired."""
     by_pair: dict[str, dict[str, bool]] = {}
     for r in records:
-        if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None and (only is None or r.pair_id in only):
+        if (r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None and not errored(r)
+                and (only is None or r.pair_id in only)):
             by_pair.setdefault(r.pair_id, {})[r.condition] = r.correct
+    return by_pair
+
+
+def paired_table(records: Sequence[CwrRecord], only: set[str] | None = None) -> dict[str, int]:
+    """2x2 table of F and C exact validity over the pairs measured under both conditions (optionally ``only`` some)."""
+    by_pair = _sides(records, only)
     table = {"both": 0, "f_only": 0, "c_only": 0, "neither": 0, "unpaired": 0}
     for sides in by_pair.values():
         if set(sides) != {"F", "C"}:
@@ -43,10 +63,7 @@ def paired_table(records: Sequence[CwrRecord], only: set[str] | None = None) -> 
 
 def paired_units(records: Sequence[CwrRecord], only: set[str] | None = None) -> list[tuple[str, bool, bool]]:
     """(base pair, F valid, C valid) of every pair measured under both conditions (optionally ``only`` some)."""
-    by_pair: dict[str, dict[str, bool]] = {}
-    for r in records:
-        if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None and (only is None or r.pair_id in only):
-            by_pair.setdefault(r.pair_id, {})[r.condition] = r.correct
+    by_pair = _sides(records, only)
     return [(base_pair(pair), sides["F"], sides["C"]) for pair, sides in sorted(by_pair.items()) if set(sides) == {"F", "C"}]
 
 
@@ -75,7 +92,9 @@ def _deficit(table: Mapping[str, int], units: Sequence[tuple[str, bool, bool]], 
 def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | None = None,
             motif_required: set[str] | None = None,
             subsets: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
-    """Flat metrics; undefined ratios are None.  Denominator of every rate: all units of the condition.
+    """Flat metrics; undefined ratios are None.  Denominator of every rate: the units of the condition that were
+    answered (errored units, :func:`errored`, are counted apart: ``<condition>.errored``, ``units.errored``,
+    ``errored_share`` over all units, and ``pairs.unpaired`` holds the pairs with an errored side).
 
     ``motif_required``: ids of the pairs whose every bounded target solution
     needs the withheld motif; the deficit over those pairs alone is reported
@@ -87,20 +106,24 @@ def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | 
     out: dict[str, Any] = {}
     for condition in CONDITIONS:
         rows = [r for r in records if r.condition == condition]
+        answered = scored(rows)
         out[f"{condition}.units"] = len(rows)
-        out[f"{condition}.correct"] = sum(r.correct for r in rows)
-        out[f"{condition}.parse_coverage"] = _ratio(sum(r.parse_status == "ok" for r in rows), len(rows))
-        out[f"{condition}.generation_errors"] = sum(r.generation_error is not None for r in rows)
+        out[f"{condition}.errored"] = len(rows) - len(answered)
+        out[f"{condition}.correct"] = sum(r.correct for r in answered)
+        out[f"{condition}.parse_coverage"] = _ratio(sum(r.parse_status == "ok" for r in answered), len(answered))
         name = "validity" if condition in SYNTHESIS_CONDITIONS else "accuracy"
-        out[f"{condition}.{name}"] = _ratio(sum(r.correct for r in rows), len(rows))
+        out[f"{condition}.{name}"] = _ratio(sum(r.correct for r in answered), len(answered))
+    out["units.errored"] = sum(errored(r) for r in records)
+    out["errored_share"] = _ratio(out["units.errored"], len(records))
     for kind in ("verdict", "effect"):
-        rows = [r for r in records if r.condition == "P" and r.kind == kind]
+        rows = scored([r for r in records if r.condition == "P" and r.kind == kind])
         out[f"P.{kind}.accuracy"] = _ratio(sum(r.correct for r in rows), len(rows))
     for context in E_CONTEXTS:  # E_C (the seed's main E), E_F, context-free E
         rows = [r for r in records if r.condition == "E" and r.context == context]
+        answered = scored(rows)
         out[f"E_{context}.units"] = len(rows)
-        out[f"E_{context}.correct"] = sum(r.correct for r in rows)
-        out[f"E_{context}.accuracy"] = _ratio(sum(r.correct for r in rows), len(rows))
+        out[f"E_{context}.correct"] = sum(r.correct for r in answered)
+        out[f"E_{context}.accuracy"] = _ratio(sum(r.correct for r in answered), len(answered))
     table = paired_table(records)
     out.update({f"pairs.{k}": v for k, v in table.items()})
     n = table["both"] + table["f_only"] + table["c_only"] + table["neither"]
@@ -144,19 +167,19 @@ def clustered_share(rows: Sequence[CwrRecord], success: Any) -> dict[str, Any]:
 
 def intervals(records: Sequence[CwrRecord]) -> dict[str, dict[str, Any]]:
     """A cluster-aware 95% interval with k and n beside every share :func:`metrics` reports (metric name ->
-    interval).  Reported only: the rules read the F - C interval of :func:`metrics`, not these."""
-    out: dict[str, dict[str, Any]] = {}
+    interval; errored units left out, as in the share).  Reported only: the rules read the F - C interval of :func:`metrics`, not these."""
+    out: dict[str, dict[str, Any]] = {"errored_share": clustered_share(records, errored)}
     for condition in CONDITIONS:
-        rows = [r for r in records if r.condition == condition]
+        rows = scored([r for r in records if r.condition == condition])
         name = "validity" if condition in SYNTHESIS_CONDITIONS else "accuracy"
         out[f"{condition}.parse_coverage"] = clustered_share(rows, lambda r: r.parse_status == "ok")
         out[f"{condition}.{name}"] = clustered_share(rows, lambda r: r.correct)
     for kind in ("verdict", "effect"):
-        out[f"P.{kind}.accuracy"] = clustered_share([r for r in records if r.condition == "P" and r.kind == kind],
-                                                    lambda r: r.correct)
+        out[f"P.{kind}.accuracy"] = clustered_share(
+            scored([r for r in records if r.condition == "P" and r.kind == kind]), lambda r: r.correct)
     for context in E_CONTEXTS:
         out[f"E_{context}.accuracy"] = clustered_share(
-            [r for r in records if r.condition == "E" and r.context == context], lambda r: r.correct)
+            scored([r for r in records if r.condition == "E" and r.context == context]), lambda r: r.correct)
     return dict(sorted(out.items()))
 
 

@@ -15,7 +15,12 @@ from benchmarks.core import sha256_bytes
 from benchmarks.core.answers import keep_answer
 from fixtures.cwr import E_CONTEXTS, condition_context_text, e_context
 
-from .spec import SYNTHESIS_CONDITIONS, CwrRecord, Unit
+from .spec import ARTIFACT_EXTRACTION, PREREG, SYNTHESIS_CONDITIONS, CwrRecord, Unit
+
+if PREREG.values.measurement.artifact_extraction != ARTIFACT_EXTRACTION:
+    raise ValueError(f"benchmarks/cwr/prereg.toml: measurement.artifact_extraction = "
+                     f"{PREREG.values.measurement.artifact_extraction!r}; this version extracts artifacts only by "
+                     f"{ARTIFACT_EXTRACTION!r}")
 
 # --------------------------------------------------------------------------- state text
 
@@ -157,7 +162,7 @@ def chat(user_text: str) -> list[dict[str, str]]:
 
 #: Parse statuses; anything but "ok" is a malformed answer and counts as wrong.
 PARSE_STATUSES = ("ok", "generation_error", "no_answer_line", "several_answer_lines", "bad_answer_value",
-                  "no_state_block", "bad_state_block", "several_code_blocks", "unclosed_code_block",
+                  "no_state_block", "bad_state_block", "no_artifact", "several_artifacts", "unclosed_code_block",
                   "number_too_large")
 
 # A keyed line reads  [ws][marks][ws] KEY [ws][marks][ws] ":" [ws][marks][ws] VALUE  where ws is any
@@ -258,6 +263,10 @@ def parse_control(item: Mapping[str, Any], family: str, text: str) -> tuple[str,
 
 
 _INFO_WORD = re.compile(r"[A-Za-z0-9_-]*")
+#: The start of a line in the artifact grammars: a primitive name and "(", or for a binding a wire name, "=",
+#: a primitive name and "(" (spaces and tabs allowed between them, as the grammars allow them).
+_STEP_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*[ \t]*(?:=[ \t]*[A-Za-z_][A-Za-z0-9_]*[ \t]*)?\(", re.ASCII)
+_GRAMMAR_SPACE = " \t"
 
 
 def _is_fence(line: str) -> bool:
@@ -266,27 +275,70 @@ def _is_fence(line: str) -> bool:
     return body.startswith("```") and _INFO_WORD.fullmatch(body, 3) is not None
 
 
-def extract_artifact(text: str) -> tuple[str, str | None]:
-    """(parse status, artifact text) of a synthesis answer.
+def is_step_line(line: str) -> bool:
+    """Whether a line has the shape of a step or binding: ``name(...)`` or ``wire = name(...)`` between optional
+    spaces and tabs.  The shape only; whether the step is well formed is the checker's question."""
+    body = line.strip(_GRAMMAR_SPACE)
+    return body.endswith(")") and _STEP_HEAD.match(body) is not None
 
-    The whole answer is the artifact (the grammar the prompt states allows
-    comments and blank lines, not prose).  One exception: an answer made only
-    of one fenced code block (```...```) is unwrapped.  Two or more fences
-    pairs, or an unclosed fence, are coded outcomes.
+
+def _is_filler(line: str) -> bool:
+    """A line the artifact grammars ignore: blank (spaces and tabs) or a ``#`` comment."""
+    body = line.strip(_GRAMMAR_SPACE)
+    return not body or body.startswith("#")
+
+
+def extract_artifact(text: str) -> tuple[str, str | None]:
+    """(parse status, artifact text) of a synthesis answer; prose around the artifact is unscored.
+
+    One rule.  The answer's candidate artifacts are every fenced code block
+    (```...```) holding at least one step-shaped line (:func:`is_step_line`),
+    and, outside the blocks, every run of step-shaped lines in which only
+    blank and ``#`` lines come between two steps.  Exactly one candidate is
+    the artifact (a block: all of its inside; a run: its first to its last
+    step line); every other line is prose and is not read.  No candidate is
+    ``no_artifact``, two or more ``several_artifacts``, and a fence left
+    open ``unclosed_code_block``: each a malformed answer, graded wrong.
+    Never raises on a ``str``; time linear in its length.
     """
-    lines = text.strip("\n").splitlines()
-    fences = [i for i, line in enumerate(lines) if _is_fence(line)]
-    if not fences:
-        return "ok", text
-    if len(fences) % 2:
+    candidates: list[list[str]] = []
+    block: list[str] | None = None  # the inside of the open fenced block
+    run: list[str] = []  # the current run outside blocks, from its first step line
+    pending: list[str] = []  # blank and comment lines after the run's last step line
+
+    def close_run() -> None:
+        if run:
+            candidates.append(list(run))
+        run.clear()
+        pending.clear()
+
+    for line in text.splitlines():
+        if _is_fence(line):
+            if block is None:
+                close_run()
+                block = []
+            else:
+                if any(is_step_line(inner) for inner in block):
+                    candidates.append(block)
+                block = None
+        elif block is not None:
+            block.append(line)
+        elif is_step_line(line):
+            run.extend(pending)
+            pending.clear()
+            run.append(line)
+        elif run and _is_filler(line):
+            pending.append(line)
+        else:
+            close_run()
+    if block is not None:
         return "unclosed_code_block", None
-    if len(fences) > 2:
-        return "several_code_blocks", None
-    first, last = fences
-    outside = [line for i, line in enumerate(lines) if (i < first or i > last) and line.strip()]
-    if outside:
-        return "ok", text  # prose around a block: the checker decides (MALFORMED)
-    return "ok", "\n".join(lines[first + 1:last]) + "\n"
+    close_run()
+    if not candidates:
+        return "no_artifact", None
+    if len(candidates) > 1:
+        return "several_artifacts", None
+    return "ok", "\n".join(candidates[0]) + "\n"
 
 
 def grade_control(item: Mapping[str, Any], parsed: Any) -> bool:

@@ -192,7 +192,7 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         return found
 
     def recognize_model(self, name: str) -> None:
-        if name in _scripted.SCENARIOS:
+        if name in _scripted.SCENARIOS or name == _scripted.Flaky.NAME:
             _scripted.register_scenarios()
 
     # units

@@ -35,7 +35,10 @@ were graded against.  From each record's primitive fields it recomputes:
   wire, verbatim or matching a bounded target program's canonical form with
   the inputs as written or relabelled (its own program enumeration).
 
-Then the metrics the rules read (the copy gate from its own copy baseline),
+Then the metrics the rules read (the copy gate from its own copy baseline; a unit
+with a generation error is the errored outcome: counted in ``units.errored``
+and ``errored_share`` over all units, and left out of every accuracy,
+validity and pair),
 E accuracy by context, the paired F - C interval the rules read (Tango's
 score interval with a Rao-Scott design effect over base pairs) and the
 per-replica Newcombe figure beside it, both written out here, the same
@@ -205,31 +208,82 @@ def fence(line):
     return body[:3] == "```" and all(c.isascii() and (c.isalnum() or c in "_-") for c in body[3:])
 
 
+def _word_end(body, i):
+    """The index after a name [A-Za-z_][A-Za-z0-9_]* starting at i, or None when none starts there."""
+    if i >= len(body) or not (body[i] == "_" or (body[i].isascii() and body[i].isalpha())):
+        return None
+    i += 1
+    while i < len(body) and (body[i] == "_" or (body[i].isascii() and body[i].isalnum())):
+        i += 1
+    return i
+
+
+def _spaces(body, i):
+    while i < len(body) and body[i] in " \t":
+        i += 1
+    return i
+
+
+def step_shaped(line):
+    """name( ... ) or wire = name( ... ), spaces and tabs around: a line the artifact grammars could hold."""
+    body = line.strip(" \t")
+    if not body.endswith(")"):
+        return False
+    i = _word_end(body, 0)
+    if i is None:
+        return False
+    i = _spaces(body, i)
+    if body[i:i + 1] == "=":
+        i = _word_end(body, _spaces(body, i + 1))
+        if i is None:
+            return False
+        i = _spaces(body, i)
+    return body[i:i + 1] == "("
+
+
 def artifact(text):
-    """(status, artifact) of a synthesis reply: the whole reply, or the inside of its only fenced block."""
-    opened = closed = None  # line numbers of the first fence pair
-    count = 0
-    prose = False  # a non-blank line outside that pair
-    body = []
-    for number, line in enumerate(text.strip("\n").splitlines()):
+    """(status, artifact) of a synthesis reply: its only candidate artifact, every other line unread.
+
+    Candidates: each fenced block with a step-shaped line inside, and each run of step-shaped lines outside the
+    blocks (blank and # lines may sit between two of its steps)."""
+    found = []
+    inside = None  # lines of the open block
+    run, gap = [], []
+    for line in text.splitlines():
         if fence(line):
-            count += 1
-            if opened is None:
-                opened = number
-            elif closed is None:
-                closed = number
+            if inside is None:
+                if run:
+                    found.append(run)
+                run, gap = [], []
+                inside = []
+            else:
+                if any(step_shaped(x) for x in inside):
+                    found.append(inside)
+                inside = None
             continue
-        if opened is not None and closed is None:
-            body.append(line)
-        elif line.strip():
-            prose = True
-    if count == 0:
-        return "ok", text
-    if count % 2 == 1:
+        if inside is not None:
+            inside.append(line)
+            continue
+        if step_shaped(line):
+            if run:
+                run.extend(gap)
+            run.append(line)
+            gap = []
+            continue
+        body = line.strip(" \t")
+        if run and (body == "" or body[:1] == "#"):
+            gap.append(line)
+            continue
+        if run:
+            found.append(run)
+        run, gap = [], []
+    if inside is not None:
         return "unclosed_code_block", None
-    if count > 2:
-        return "several_code_blocks", None
-    return ("ok", text) if prose else ("ok", "\n".join(body) + "\n")
+    if run:
+        found.append(run)
+    if len(found) != 1:
+        return ("no_artifact" if not found else "several_artifacts"), None
+    return "ok", "\n".join(found[0]) + "\n"
 
 
 def parse_text(condition, kind, family, text):
@@ -996,8 +1050,11 @@ def rescore(run_dir, prereg):
         raise Unreadable(f"{run_dir / 'grading.json'}: not a grading index of schema version 1")
     grader = Grader(run_dir, index)
     limit = prereg["measurement"]["max_answer_chars"]
+    if prereg["measurement"].get("artifact_extraction") != "one-candidate":
+        raise Unreadable(f"measurement.artifact_extraction = {prereg['measurement'].get('artifact_extraction')!r} "
+                         "in the preregistration; this rescorer extracts artifacts only by 'one-candidate'")
 
-    disagreements, correct, contexts, clusters = [], {}, {}, {}
+    disagreements, correct, contexts, clusters, failed = [], {}, {}, {}, []
 
     def differ(unit, field, recorded, recomputed):
         if recorded != recomputed:
@@ -1030,6 +1087,9 @@ def rescore(run_dir, prereg):
             differ(unit, "expected", record["expected"], expected)
             ok = parsed is not None and parsed == expected
         differ(unit, "correct", record["correct"], ok)
+        if error is not None:  # a provider or harness fault: no answer to score; counted apart
+            failed.append(unit)
+            continue
         correct[unit] = (condition, record["pair_id"], ok)
         contexts[unit] = record.get("context")
         clusters[unit] = cluster_of(record["world_ref"])
@@ -1048,16 +1108,20 @@ def rescore(run_dir, prereg):
                    None if recorded is None else bool(recorded["copy_solves"]), why is not None)
 
     values, intervals = {}, {}
+    values["units.errored"] = len(failed)
+    values["errored_share"] = len(failed) / len(records) if records else None
+    lost = set(failed)
+    intervals["errored_share"] = clustered_share([(cluster_of(r["world_ref"]), r["item_id"] in lost) for r in records])
     for condition in ("P", "R", "E", "F", "C"):
         rows = [ok for cond, _, ok in correct.values() if cond == condition]
-        values[f"{condition}.units"] = len(rows)
+        values[f"{condition}.units"] = sum(r["condition"] == condition for r in records)
         name = "validity" if condition in ("F", "C") else "accuracy"
         values[f"{condition}.{name}"] = sum(rows) / len(rows) if rows else None
         intervals[f"{condition}.{name}"] = clustered_share(
             [(clusters[item], ok) for item, (cond, _, ok) in correct.items() if cond == condition])
     for context in ("C", "F", "none"):  # E_C (the seed's main E), E_F, context-free E
         rows = [ok for item, (cond, _, ok) in correct.items() if cond == "E" and contexts[item] == context]
-        values[f"E_{context}.units"] = len(rows)
+        values[f"E_{context}.units"] = sum(r["condition"] == "E" and r.get("context") == context for r in records)
         values[f"E_{context}.accuracy"] = sum(rows) / len(rows) if rows else None
         intervals[f"E_{context}.accuracy"] = clustered_share(
             [(clusters[item], ok) for item, (cond, _, ok) in correct.items()

@@ -16,19 +16,22 @@ the world out of the prompt.
   its last step, which leaves the goal unmet).
 
 ``scripted-oracle`` (from ``models``) answers every prompt right; the models
-registered here (``SCENARIOS``) mix right and wrong answers by condition.
+registered here (``SCENARIOS``) mix right and wrong answers by condition, and
+``scripted-cwr-flaky`` answers right with prose around every F/C artifact
+while about one unit in twelve (by prompt hash) fails with a provider error.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import models
 import worlds
 from benchmarks.core import AnswerKey as CoreAnswerKey
-from models import ScriptedModel
+from models import ModelDescription, Response, ScriptedModel
 
 from .prompts import expected_answer_text, state_lines
 from .spec import Unit
@@ -125,3 +128,43 @@ def register_scenarios() -> None:
     for name, (right_on, share, summary) in SCENARIOS.items():
         if models.model_kind(name) is None:
             models.register_model(name, "scripted", f"CWR scenario: {summary}", _factory(name, right_on, share))
+    if models.model_kind(Flaky.NAME) is None:
+        models.register_model(Flaky.NAME, "scripted", "CWR scenario: right answers with prose around each "
+                              "artifact; about one unit in twelve is a provider error", _flaky)
+
+
+class Flaky(ScriptedModel):
+    """Right on every unit, F/C artifacts in a fenced block between two lines of prose; a unit whose prompt's
+    sha256 is 0 modulo 12 (about one in twelve) is a coded provider error instead (``timeout``, or
+    ``http_error`` when the hash is 0 modulo 24)."""
+
+    NAME = "scripted-cwr-flaky"
+
+    def __init__(self, key: AnswerKey):
+        super().__init__(self.NAME, ByCondition(key, ("P", "R", "E", "F", "C"), 1.0, self.NAME))
+        self.key = key
+
+    def describe(self) -> ModelDescription:
+        return ModelDescription(id=self.NAME, revision="sha256:" + "3" * 64, backend="scripted",
+                                extra={"policy": "cwr.Flaky"})
+
+    def score_and_generate(self, prompts, choices=None, settings=models.GenerationSettings()):
+        out = []
+        for index, prompt in enumerate(prompts):
+            text = prompt if isinstance(prompt, str) else self.render_chat(prompt)
+            digest = int(hashlib.sha256(text.encode("utf-8")).hexdigest(), 16)
+            if digest % 12 == 0:
+                error = "http_error" if digest % 24 == 0 else "timeout"
+                out.append(Response(index=index, finish_reason="error", error=error, error_detail="scripted fault"))
+                continue
+            answer = self.key.right(text)
+            if self.key.unit(text).condition in ("F", "C"):
+                answer = f"Here is a plan that reaches the goal:\n```\n{answer}```\nEach step is legal."
+            out.append(Response(index=index, text=answer, finish_reason="stop"))
+        return out
+
+
+def _flaky(*, gold: Any = None, **_: Any) -> Flaky:
+    if not isinstance(gold, AnswerKey):
+        raise models.ModelError(f"{Flaky.NAME} runs only inside the CWR protocol (it needs the run's answer key)")
+    return Flaky(gold)

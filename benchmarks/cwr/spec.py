@@ -26,6 +26,10 @@ from benchmarks.core import (
 #: its counts divided by the Rao-Scott design effect of the replicas within their base pairs.
 INTERVAL_METHOD = "tango-score-rao-scott"
 
+#: The F/C artifact extraction this version implements (``measurement.artifact_extraction``): the one
+#: candidate artifact of an answer is graded and the prose around it unscored (``prompts.extract_artifact``).
+ARTIFACT_EXTRACTION = "one-candidate"
+
 HERE = Path(__file__).resolve().parent
 
 CONDITIONS = ("P", "R", "E", "F", "C")
@@ -65,6 +69,7 @@ class MeasurementSpec:
     replicas_per_pair: int  # target replica seeds per showcase pair; each replica is one paired unit
     max_new_tokens: dict[str, int]  # generation bound per condition
     max_answer_chars: int  # characters of an answer a record keeps; a longer answer is answer_too_long
+    artifact_extraction: str  # how an F/C answer's artifact is found (ARTIFACT_EXTRACTION)
 
 
 @dataclass(frozen=True)

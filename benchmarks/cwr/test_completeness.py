@@ -56,11 +56,17 @@ def test_parsing_and_grading_done(records, units):
 
 
 def test_error_coded_units_are_counted(records, measured):
+    """Every unit is counted: errored units apart, every other one in its condition's rate."""
     for condition in CONDITIONS:
         rows = [r for r in records if r.condition == condition]
+        failed = sum(r.generation_error is not None for r in rows)
         assert measured[f"{condition}.units"] == len(rows)
-        assert measured[f"{condition}.generation_errors"] == sum(r.generation_error is not None for r in rows)
+        assert measured[f"{condition}.errored"] == failed
         assert measured[f"{condition}.correct"] == sum(r.correct for r in rows)
+        rate = measured[f"{condition}.{'validity' if condition in ('F', 'C') else 'accuracy'}"]
+        assert rate is None if failed == len(rows) else rate * (len(rows) - failed) == pytest.approx(
+            measured[f"{condition}.correct"])
+    assert measured["units.errored"] == sum(r.generation_error is not None for r in records)
     assert measured["pairs.n"] + measured["pairs.unpaired"] == measured["F.units"]
 
 

@@ -33,17 +33,20 @@ def counted(rows: list[dict[str, Any]], success: Callable[[dict[str, Any]], bool
 
 
 def expected_counts(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    out = {}
+    """Counts behind every share: rates over the answered units (a generation error is its own outcome),
+    the errored share over all units."""
+    answered = [r for r in records if r["generation_error"] is None]
+    out = {"metrics.errored_share": counted(records, lambda r: r["generation_error"] is not None)}
     for condition in CONDITIONS:
-        rows = [r for r in records if r["condition"] == condition]
+        rows = [r for r in answered if r["condition"] == condition]
         name = "validity" if condition in SYNTHESIS_CONDITIONS else "accuracy"
         out[f"metrics.{condition}.parse_coverage"] = counted(rows, lambda r: r["parse_status"] == "ok")
         out[f"metrics.{condition}.{name}"] = counted(rows, lambda r: r["correct"])
     for kind in ("verdict", "effect"):
         out[f"metrics.P.{kind}.accuracy"] = counted(
-            [r for r in records if r["condition"] == "P" and r["kind"] == kind], lambda r: r["correct"])
+            [r for r in answered if r["condition"] == "P" and r["kind"] == kind], lambda r: r["correct"])
     for context in E_CONTEXTS:
-        rows = [r for r in records if r["condition"] == "E" and r["context"] == context]
+        rows = [r for r in answered if r["condition"] == "E" and r["context"] == context]
         out[f"metrics.E_{context}.accuracy"] = out[f"execution_by_context.E_{context}.accuracy"] = counted(
             rows, lambda r: r["correct"])
     return out
@@ -86,9 +89,11 @@ def test_every_share_has_its_clustered_interval(pytester: pytest.Pytester, tmp_p
     f = summary["intervals"]["F.validity"]  # all 24 valid: no variance, each base counts once
     assert (f["k"], f["n"], f["effective_n"]) == (24, 24, 8.0)
     assert f["low"] == pytest.approx(stats.wilson_interval(8, 8).low)
-    # the stdlib rescorer recomputes the interval of every accuracy and validity from the records alone
+    # the stdlib rescorer recomputes the interval of every accuracy and validity and of the errored share from the
+    # records alone
     rescored = rescore(run_dir)["intervals"]
-    assert sorted(rescored) == sorted(n for n in summary["intervals"] if n.endswith(("accuracy", "validity"))
+    assert sorted(rescored) == sorted(n for n in summary["intervals"]
+                                      if n.endswith(("accuracy", "validity", "errored_share"))
                                       and n not in ("P.verdict.accuracy", "P.effect.accuracy"))
     for name, interval in rescored.items():
         for key in ("k", "n", "value", "low", "high", "design_effect"):

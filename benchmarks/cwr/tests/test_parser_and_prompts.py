@@ -93,19 +93,35 @@ def test_state_text_round_trips():
     ("a()\nb(x)\n", ("ok", "a()\nb(x)\n")),
     ("```\na()\nb(x)\n```", ("ok", "a()\nb(x)\n")),
     ("```text\na()\n```\n", ("ok", "a()\n")),
-    ("Here it is:\n```\na()\n```", ("ok", "Here it is:\n```\na()\n```")),
-    ("```\na()\n```\n```\nb()\n```", ("several_code_blocks", None)),
+    # prose around the one artifact is not read
+    ("Here it is:\n```\na()\n```\nIt uses a() once.", ("ok", "a()\n")),
+    ("My plan:\n\na()\n# then\n\nb(x, 2)\n\nThat reaches the goal.", ("ok", "a()\n# then\n\nb(x, 2)\n")),
+    ("  w1 = f(a)\n\tgoal=g( w1 )  \nDone.", ("ok", "  w1 = f(a)\n\tgoal=g( w1 )  \n")),
+    # a block is read whole: prose inside it goes to the checker
+    ("```\nFirst:\na()\n```", ("ok", "First:\na()\n")),
+    # a block without a step-shaped line is prose
+    ("```text\nthinking...\n```\na()", ("ok", "a()\n")),
+    # two candidates, none, an open fence
+    ("```\na()\n```\n```\nb()\n```", ("several_artifacts", None)),
+    ("a()\nthen\nb()", ("several_artifacts", None)),
+    ("The steps:\na()\nIn code:\n```\na()\n```", ("several_artifacts", None)),
+    ("I cannot solve this.", ("no_artifact", None)),
+    ("", ("no_artifact", None)),
+    ("1. a()\n2. b()", ("no_artifact", None)),
+    ("```\n```", ("no_artifact", None)),
     ("```\na()\n", ("unclosed_code_block", None)),
+    ("a()\n```\nb()\n```\n```", ("unclosed_code_block", None)),
 ])
 def test_artifact_extraction(reply, expected):
     assert extract_artifact(reply) == expected
 
 
-def test_prose_synthesis_answer_is_malformed_not_a_crash():
+def test_prose_around_a_demonstration_is_not_graded():
     pair = run_pairs()[0]
-    status, artifact = extract_artifact("Here it is:\n```\n" + "".join(pair.f.demonstrations[0].text) + "```")
-    assert status == "ok"
-    assert worlds.check(pair.f.target, artifact).status is worlds.Status.MALFORMED
+    steps = "".join(pair.f.demonstrations[0].text)
+    status, artifact = extract_artifact("Here it is:\n```\n" + steps + "```\nI copied the demonstration.")
+    assert (status, artifact) == ("ok", steps)
+    assert worlds.check(pair.f.demonstrations[0].source, artifact).status is worlds.Status.VALID
 
 
 def test_control_prompts_hold_the_world_and_the_question():

@@ -105,16 +105,30 @@ def reference_parse(condition: str, kind: str, family: str, text: str) -> tuple[
     return (status, None) if state is None else ("ok", {"verdict": "LEGAL", "goal": m.group(1) == "MET", "state": state})
 
 
+_REF_STEP = re.compile(r"[ \t]*[A-Za-z_]\w*[ \t]*(=[ \t]*[A-Za-z_]\w*[ \t]*)?\(.*\)[ \t]*", re.ASCII | re.DOTALL)
+_REF_FILLER = re.compile(r"[ \t]*(#.*)?", re.DOTALL)
+
+
 def reference_artifact(text: str) -> tuple[str, str | None]:
-    lines = text.strip("\n").splitlines()
-    fences = [i for i, line in enumerate(lines) if _REF_FENCE.match(line)]
-    if not fences:
-        return "ok", text
-    if len(fences) != 2:
-        return ("unclosed_code_block" if len(fences) % 2 else "several_code_blocks"), None
-    if any(line.strip() for i, line in enumerate(lines) if i < fences[0] or i > fences[1]):
-        return "ok", text
-    return "ok", "\n".join(lines[fences[0] + 1:fences[1]]) + "\n"
+    """The extraction rule written as a line-kind string and one regular expression over it: each line is a
+    fence (f), step-shaped (s), blank or comment (b) or prose (p); blocks are found first, then runs of
+    s(b*s)* outside them."""
+    lines = text.splitlines()
+    kinds = "".join("f" if _REF_FENCE.match(line) else "s" if _REF_STEP.fullmatch(line)
+                    else "b" if _REF_FILLER.fullmatch(line) else "p" for line in lines)
+    if kinds.count("f") % 2:
+        return "unclosed_code_block", None
+    found: list[tuple[int, int]] = []
+    outside = list(kinds)
+    for m in re.finditer(r"f([^f]*)f", kinds):
+        outside[m.start():m.end()] = "x" * (m.end() - m.start())
+        if "s" in m.group(1):
+            found.append((m.start(1), m.end(1)))
+    found += [(m.start(), m.end()) for m in re.finditer(r"s(?:b*s)*", "".join(outside))]
+    if len(found) != 1:
+        return ("no_artifact" if not found else "several_artifacts"), None
+    start, end = found[0]
+    return "ok", "\n".join(lines[start:end]) + "\n"
 
 
 # --------------------------------------------------------------------------- hostile replies
@@ -142,6 +156,15 @@ _BLOCK_LINE = st.one_of(_KEYED_LINE, st.sampled_from(["", " ", "```", "```text",
                                                       "- cut = lathe1 @ 0", "* t = m @ 1", "`ore = 3`", "-", "EMPTY",
                                                       "(empty)", "ore = " + "5" * 30, "prose"]), _HOSTILE)
 _LINES = st.tuples(st.lists(_BLOCK_LINE, max_size=8), st.sampled_from(["\n", "\r\n", "\u2028"])).map(
+    lambda parts: parts[1].join(parts[0]))
+#: Lines of a synthesis answer: steps and bindings (well formed, odd and near misses), blanks, comments, fences
+#: and prose, so that answers with one, several or no candidate artifacts are all drawn.
+_ANSWER_LINE = st.sampled_from([
+    "a()", "move(ore, 2)", "  b(x)  ", "\tc( y ,1 )", "w1 = f(a)", "goal=g( w1 )", "w = f(a) ", "a() b()", "a)(",
+    "a(", "(a)", "1a()", "_x()", "a ()", "a\u00a0()", "\u00a0a()", "a()\u00a0", "é()", "w1 == f(a)", "w1 = = f(a)",
+    "= f(a)", "w1 = f", "a(\ud800)", "\ud800", "", " ", "\t", "#", "# a()", "  # note", "```", "```text", "``` py",
+    "````", "Here is the plan:", "prose", "Step 1: a()", "- a()", "1. a()", "`a()`", "**a()**"])
+_ANSWER = st.tuples(st.lists(_ANSWER_LINE, max_size=12), st.sampled_from(["\n", "\r\n", "\u2028"])).map(
     lambda parts: parts[1].join(parts[0]))
 _TEXT = st.one_of(_LINES, _HOSTILE, _ANY_TEXT)
 
@@ -188,6 +211,17 @@ def test_artifact_extraction_never_raises_and_agrees(text: str) -> None:
     assert rescore.artifact(text) == got == reference_artifact(text)
 
 
+@settings(max_examples=600)
+@given(text=_ANSWER)
+def test_artifact_extraction_agrees_on_answer_shaped_text(text: str) -> None:
+    """Answers drawn from step, blank, comment, fence and prose lines: the three readings of the one rule agree,
+    and an extracted artifact holds a step-shaped line and no fence."""
+    got = extract_artifact(text)
+    assert rescore.artifact(text) == got == reference_artifact(text)
+    if got[0] == "ok":
+        assert got[1] is not None and any(rescore.step_shaped(line) for line in got[1].splitlines())
+
+
 # --------------------------------------------------------------------------- numbers and odd text
 
 
@@ -216,7 +250,9 @@ def test_huge_numbers_and_odd_text_are_coded(text: str, form, expected) -> None:
 
 def test_an_artifact_with_lone_surrogates_or_huge_numbers_is_graded_not_raised() -> None:
     world = worlds.load_world(worlds.shipped_worlds()[0])
-    for text in ("\ud800", "```\n\ud800a()\n```", "```\nmove(" + "9" * 5000 + ")\n```", "a(" + "1" * 4301 + ")"):
+    assert extract_artifact("```\n\ud800a()\n```") == ("no_artifact", None) == rescore.artifact("```\n\ud800a()\n```")
+    for text in ("```\nmove(" + "9" * 5000 + ")\n```", "a(" + "1" * 4301 + ")",
+                 "```\n\ud800\na()\n```"):
         status, artifact = extract_artifact(text)
         assert status == "ok" and rescore.artifact(text) == (status, artifact)
         assert worlds.check(world, artifact).status is worlds.Status.MALFORMED
@@ -239,6 +275,11 @@ SHAPES = {
     "a long name": lambda n: _LEGAL_STATE + "a" * n + " = ",
     "many fences": lambda n: "```\n" * (n // 4),
     "an open fence": lambda n: "```" + "a" * n,
+    "many step runs": lambda n: "a()\nprose\n" * (n // 10),
+    "one long run with comments": lambda n: "a(x)\n# c\n\n" * (n // 10),
+    "a long step name": lambda n: "a" * n + "(",
+    "a long binding": lambda n: "w" + " " * (n // 2) + "=" + " " * (n // 2) + "f(",
+    "many blocks": lambda n: "```\na()\n```\n" * (n // 12),
     "keywords without colon": lambda n: "ANSWER " * (n // 7),
 }
 

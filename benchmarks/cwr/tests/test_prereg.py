@@ -13,20 +13,20 @@ SPEC = PREREG.values
 
 
 def test_seed_values_are_the_preregistered_ones():
-    assert SPEC.thresholds == {"tau": 0.90, "delta": 0.20}
+    assert SPEC.thresholds == {"tau": 0.90, "delta": 0.20, "errored_max": 0.02}
     assert SPEC.seeds["fixtures"] == CWR_SEED
     assert SPEC.analysis.confidence == 0.95
 
 
 def test_rule_order():
-    assert GATE.labels == ["FIXTURE_REJECTED_BY_COPY_BASELINE", "PRIMITIVE_MASTERY_NOT_ESTABLISHED",
+    assert GATE.labels == ["ERRORED_UNITS_OVER_LIMIT", "FIXTURE_REJECTED_BY_COPY_BASELINE", "PRIMITIVE_MASTERY_NOT_ESTABLISHED",
                            "RECOMBINATION_DEFICIT_SUPPORTED", "DEFICIT_OF_DELTA_REJECTED", "INCONCLUSIVE"]
-    assert [r.passes for r in GATE.rules] == [False, False, True, False, False]
+    assert [r.passes for r in GATE.rules] == [False, False, False, True, False, False]
 
 
-def _metrics(p_accuracy, lower, upper, flagged=0):
+def _metrics(p_accuracy, lower, upper, flagged=0, errored=0.0):
     return {"P.accuracy": p_accuracy, "deficit.lower": lower, "deficit.upper": upper,
-            "baselines.copy_flagged_pairs": flagged}
+            "baselines.copy_flagged_pairs": flagged, "errored_share": errored}
 
 
 @pytest.mark.parametrize(("values", "label"), [
@@ -37,6 +37,8 @@ def _metrics(p_accuracy, lower, upper, flagged=0):
     (_metrics(0.95, 0.05, 0.45), "INCONCLUSIVE"),
     (_metrics(0.899, 0.5, 0.9), "PRIMITIVE_MASTERY_NOT_ESTABLISHED"),  # mastery blocks attribution
     (_metrics(1.0, 0.5, 0.9, flagged=2), "FIXTURE_REJECTED_BY_COPY_BASELINE"),
+    (_metrics(1.0, 0.5, 0.9, errored=0.02), "RECOMBINATION_DEFICIT_SUPPORTED"),  # the limit itself is allowed
+    (_metrics(0.5, 0.5, 0.9, flagged=2, errored=0.021), "ERRORED_UNITS_OVER_LIMIT"),  # errors are read first
 ])
 def test_classification_at_the_boundaries(values, label):
     assert GATE.evaluate(values).label == label

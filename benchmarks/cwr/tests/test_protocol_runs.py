@@ -69,11 +69,11 @@ P, F, S = "passed", "failed", "skipped"
 @pytest.mark.parametrize(("model", "expected_label", "pattern"), [
     # every pair solved under both conditions: 8 concordant base pairs leave the clustered interval about
     # [-0.32, 0.32], which spans delta; only a C side far better than F rejects a deficit of delta at this size
-    ("scripted-oracle", "INCONCLUSIVE", [P, P, P, P, F]),
-    ("scripted-cwr-c-only", "DEFICIT_OF_DELTA_REJECTED", [P, P, P, F, S]),
-    ("scripted-cwr-f-only", "RECOMBINATION_DEFICIT_SUPPORTED", [P, P, P, S, S]),
-    ("scripted-cwr-most-c", "INCONCLUSIVE", [P, P, P, P, F]),
-    ("scripted-cwr-no-mastery", "PRIMITIVE_MASTERY_NOT_ESTABLISHED", [P, F, S, S, S]),
+    ("scripted-oracle", "INCONCLUSIVE", [P, P, P, P, P, F]),
+    ("scripted-cwr-c-only", "DEFICIT_OF_DELTA_REJECTED", [P, P, P, P, F, S]),
+    ("scripted-cwr-f-only", "RECOMBINATION_DEFICIT_SUPPORTED", [P, P, P, P, S, S]),
+    ("scripted-cwr-most-c", "INCONCLUSIVE", [P, P, P, P, P, F]),
+    ("scripted-cwr-no-mastery", "PRIMITIVE_MASTERY_NOT_ESTABLISHED", [P, P, F, S, S, S]),
 ])
 def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: Path, model: str,
                                            expected_label: str, pattern: list[str]) -> None:

@@ -3,7 +3,8 @@
 
 A seeded search draws how many P items are answered right, an F and a C
 validity rate from which each pair's two sides are drawn, the R and E
-accuracies, and the copy baseline's count of flagged pairs, builds the
+accuracies, a share of provider errors (none in half the draws), and the copy
+baseline's count of flagged pairs, builds the
 records of every unit of the preregistered design with those outcomes, and
 feeds them through the protocol's metric function (so the F - C interval is
 whatever interval the protocol computes) and the compiled classification
@@ -62,12 +63,21 @@ def design() -> Design:
     counts = {c: sum(u.condition == c for u in units) for c in ("P", "R", "E", "F", "C")}
     size = (f"{len(bases)} showcase pairs x {PREREG.values.measurement.replicas_per_pair} replicas "
             f"({counts['F']} F/C pairs) and {counts['P']} P items")
-    records = {(u.item_id, flag): _record(u, flag) for u in units for flag in (True, False)}
+    records = {(u.item_id, flag): _record(u, flag) for u in units for flag in (True, False, None)}
     return Design(pairs, units, {p.pair_id for p in pairs if p.novelty == MOTIF_REQUIRED}, bases, counts, size,
                   records)
 
 
-def _record(unit, correct: bool) -> CwrRecord:
+def _record(unit, correct: bool | None) -> CwrRecord:
+    """The unit answered right (True), wrong (False) or errored by the provider (None)."""
+    if correct is None:
+        return CwrRecord(
+            item_id=unit.item_id, condition=unit.condition, kind=unit.kind, pair_id=unit.pair_id,
+            world_ref=unit.world_ref, family=unit.family, prompt="", prompt_sha256="", prompt_tokens=None,
+            max_new_tokens=1, generation="", generation_chars=0, generation_sha256=EMPTY, generation_tokens=0,
+            finish_reason="error", generation_error="provider_error", parse_status="generation_error", parsed=None,
+            expected=unit.expected, check_status=None, check_reason=None, check_failing_step=None, correct=False,
+            context=unit.context)
     synthesis = unit.condition in SYNTHESIS_CONDITIONS
     return CwrRecord(
         item_id=unit.item_id, condition=unit.condition, kind=unit.kind, pair_id=unit.pair_id,
@@ -85,6 +95,8 @@ def draw(rng: random.Random) -> tuple[tuple[CwrRecord, ...], dict]:
     made = design()
     p_right = set(rng.sample(range(made.counts["P"]), rng.randint(0, made.counts["P"])))
     rates = {"F": rng.random(), "C": rng.random(), "R": rng.random(), "E": rng.random()}
+    # provider errors: none in half the draws, otherwise a share up to a tenth of the units
+    error_rate = 0.0 if rng.random() < 0.5 else rng.random() * 0.1
     out, p_index = [], 0
     for u in made.units:
         if u.condition == "P":
@@ -92,7 +104,7 @@ def draw(rng: random.Random) -> tuple[tuple[CwrRecord, ...], dict]:
             p_index += 1
         else:
             flag = rng.random() < rates[u.condition]
-        out.append(made.records[(u.item_id, flag)])
+        out.append(made.records[(u.item_id, None if rng.random() < error_rate else flag)])
     flagged = 0 if rng.random() < 0.5 else rng.randint(1, len(made.pairs))
     return tuple(out), {"copy_flagged_pairs": flagged}
 

@@ -38,6 +38,8 @@ VARIANTS = [
     lambda right, wrong: "```\n" + right + "\n```",
     lambda right, wrong: right.lower(),
     lambda right, wrong: "",
+    lambda right, wrong: "Plan:\n```\n" + right + "\n```\nIt works.",  # F/C: prose around the block is not read
+    lambda right, wrong: wrong + "\nor else\n" + right,  # F/C: two candidate artifacts
     lambda right, wrong: right + "\n" + "x" * LIMIT,  # over the answer limit: kept cut, coded answer_too_long
 ]
 
@@ -95,12 +97,16 @@ def test_rescorer_reproduces_every_unit_and_the_verdict(tmp_path):
     assert errored and all(r.parse_status == "generation_error" and not r.correct for r in errored)
     cut = [r for r in records if r.generation_error == "answer_too_long"]
     assert cut and all(len(r.generation) == EXCERPT_CHARS and r.generation_chars > LIMIT for r in cut)
-    assert sum(measured[f"{c}.generation_errors"] for c in ("P", "R", "E", "F", "C")) == len(errored)
+    assert sum(measured[f"{c}.errored"] for c in ("P", "R", "E", "F", "C")) == len(errored)
+    assert measured["units.errored"] == report["metrics"]["units.errored"] == len(errored)
+    assert measured["errored_share"] == report["metrics"]["errored_share"] == len(errored) / len(records)
     assert sum(measured[f"{c}.units"] for c in ("P", "R", "E", "F", "C")) == len(records)
     for context in ("C", "F", "none"):  # E split by context, in the suite and in the rescorer
-        rows = [r.correct for r in records if r.condition == "E" and r.context == context]
+        rows = [r for r in records if r.condition == "E" and r.context == context]
+        answered = [r.correct for r in rows if r.generation_error is None]  # errored units are not scored
         assert rows and measured[f"E_{context}.units"] == report["metrics"][f"E_{context}.units"] == len(rows)
-        assert measured[f"E_{context}.accuracy"] == report["metrics"][f"E_{context}.accuracy"] == sum(rows) / len(rows)
+        assert (measured[f"E_{context}.accuracy"] == report["metrics"][f"E_{context}.accuracy"]
+                == sum(answered) / len(answered))
     assert sum(measured[f"E_{c}.units"] for c in ("C", "F", "none")) == measured["E.units"]
 
 

@@ -17,6 +17,12 @@ The transcription below is written from the Fiction-CWR seed
 * "Intervals spanning the boundary are inconclusive": everything else
   (lower below delta, upper at or above it).
 
+The errored-units limit is the suite's, not the seed's: the seed only says
+that the grader "separates provider/harness errors from returned
+malformed/semantic failures", so errored units leave every denominator and a
+run with more than ``errored_max`` of its units errored (the ladder's limit,
+0.02) is not read at all; it comes first.
+
 The seed orders the two gates before the two criteria ("before observing
 model outcomes"; gates "block attribution") and does not order the copy gate
 against the mastery gate; the copy gate comes first here because it is
@@ -39,10 +45,15 @@ from benchmarks.cwr.protocol import GATE, PREREG
 #: The seed's proposed decision values (section "Substantive scoped hypothesis").
 SEED_DELTA = 0.20
 SEED_TAU = 0.90
+#: The suite's errored-units limit (the ladder's).
+ERRORED_MAX = 0.02
 
 
-def seed_classification(copy_flagged_pairs: int, p_accuracy: float, lower: float, upper: float) -> str:
+def seed_classification(copy_flagged_pairs: int, p_accuracy: float, lower: float, upper: float,
+                        errored_share: float = 0.0) -> str:
     """The seed's decision, in its own words' order (see the module docstring)."""
+    if errored_share > ERRORED_MAX:
+        return "ERRORED_UNITS_OVER_LIMIT"
     if copy_flagged_pairs > 0:
         return "FIXTURE_REJECTED_BY_COPY_BASELINE"
     if not p_accuracy >= SEED_TAU:
@@ -61,30 +72,36 @@ def _near(value: float) -> list[float]:
 ACCURACY = st.one_of(st.sampled_from(_near(SEED_TAU) + [0.0, 1.0]), st.floats(0.0, 1.0))
 BOUND = st.one_of(st.sampled_from(_near(SEED_DELTA) + [-1.0, 0.0, 1.0]), st.floats(-1.0, 1.0))
 FLAGGED = st.one_of(st.just(0), st.integers(0, 24))
+ERRORED = st.one_of(st.sampled_from(_near(ERRORED_MAX) + [0.0, 1.0]), st.floats(0.0, 1.0))
 
 
 def test_the_preregistration_freezes_the_seed_values():
     assert PREREG.values.thresholds["delta"] == SEED_DELTA
     assert PREREG.values.thresholds["tau"] == SEED_TAU
+    assert PREREG.values.thresholds["errored_max"] == ERRORED_MAX
 
 
-@given(flagged=FLAGGED, p_accuracy=ACCURACY, bounds=st.tuples(BOUND, BOUND))
-@example(flagged=0, p_accuracy=SEED_TAU, bounds=(SEED_DELTA, SEED_DELTA))
-@example(flagged=0, p_accuracy=SEED_TAU, bounds=(math.nextafter(SEED_DELTA, 0), SEED_DELTA))
-@example(flagged=0, p_accuracy=SEED_TAU, bounds=(0.0, math.nextafter(SEED_DELTA, 0)))
-@example(flagged=0, p_accuracy=math.nextafter(SEED_TAU, 0), bounds=(0.5, 0.9))
-@example(flagged=1, p_accuracy=1.0, bounds=(0.5, 0.9))
-@example(flagged=0, p_accuracy=1.0, bounds=(0.20000000000000004, 0.5))
-def test_compiled_rules_follow_the_seed(flagged: int, p_accuracy: float, bounds: tuple[float, float]):
+@given(flagged=FLAGGED, p_accuracy=ACCURACY, bounds=st.tuples(BOUND, BOUND), errored=ERRORED)
+@example(flagged=0, p_accuracy=SEED_TAU, bounds=(SEED_DELTA, SEED_DELTA), errored=0.0)
+@example(flagged=0, p_accuracy=SEED_TAU, bounds=(math.nextafter(SEED_DELTA, 0), SEED_DELTA), errored=0.0)
+@example(flagged=0, p_accuracy=SEED_TAU, bounds=(0.0, math.nextafter(SEED_DELTA, 0)), errored=0.0)
+@example(flagged=0, p_accuracy=math.nextafter(SEED_TAU, 0), bounds=(0.5, 0.9), errored=0.0)
+@example(flagged=1, p_accuracy=1.0, bounds=(0.5, 0.9), errored=0.0)
+@example(flagged=0, p_accuracy=1.0, bounds=(0.20000000000000004, 0.5), errored=0.0)
+@example(flagged=1, p_accuracy=0.0, bounds=(0.5, 0.9), errored=math.nextafter(ERRORED_MAX, 1))
+@example(flagged=0, p_accuracy=1.0, bounds=(0.5, 0.9), errored=ERRORED_MAX)
+def test_compiled_rules_follow_the_seed(flagged: int, p_accuracy: float, bounds: tuple[float, float],
+                                        errored: float):
     lower, upper = sorted(bounds)
     values = {"baselines.copy_flagged_pairs": float(flagged), "P.accuracy": p_accuracy,
-              "deficit.lower": lower, "deficit.upper": upper}
-    assert GATE.evaluate(values).label == seed_classification(flagged, p_accuracy, lower, upper)
+              "deficit.lower": lower, "deficit.upper": upper, "errored_share": errored}
+    assert GATE.evaluate(values).label == seed_classification(flagged, p_accuracy, lower, upper, errored)
 
 
 def test_every_seed_outcome_is_reachable_by_the_compiled_rules():
     """One vector per outcome of the seed, each decided identically (the boundary cases are the examples above)."""
     vectors = {
+        "ERRORED_UNITS_OVER_LIMIT": (0, 1.0, 0.5, 0.9, 0.05),
         "FIXTURE_REJECTED_BY_COPY_BASELINE": (1, 1.0, 0.5, 0.9),
         "PRIMITIVE_MASTERY_NOT_ESTABLISHED": (0, 0.5, 0.5, 0.9),
         "RECOMBINATION_DEFICIT_SUPPORTED": (0, 1.0, 0.2, 0.9),
@@ -92,8 +109,9 @@ def test_every_seed_outcome_is_reachable_by_the_compiled_rules():
         "INCONCLUSIVE": (0, 1.0, 0.1, 0.2),
     }
     assert sorted(vectors) == sorted(GATE.labels)
-    for label, (flagged, p_accuracy, lower, upper) in vectors.items():
-        assert seed_classification(flagged, p_accuracy, lower, upper) == label
+    for label, (flagged, p_accuracy, lower, upper, *errored) in vectors.items():
+        share = errored[0] if errored else 0.0
+        assert seed_classification(flagged, p_accuracy, lower, upper, share) == label
         values = {"baselines.copy_flagged_pairs": float(flagged), "P.accuracy": p_accuracy,
-                  "deficit.lower": lower, "deficit.upper": upper}
+                  "deficit.lower": lower, "deficit.upper": upper, "errored_share": share}
         assert GATE.evaluate(values).label == label
