@@ -127,13 +127,20 @@ def side_baselines(side: Any, samples: int, seed: int) -> SideBaselines:
 
 
 def pair_baselines(pairs: Sequence[Any], samples: int, seed: int) -> dict[str, Any]:
-    """Baselines on both sides of every pair, and the pairs a copy flags."""
+    """Baselines on both sides of every pair, the pairs a copy flags, and over every target the greedy solves and
+    the random valid samples (the baseline-competence gate reads their shares)."""
     rows = {}
     flagged = []
+    totals = {"targets": 0, "greedy_solved": 0, "random_valid": 0, "random_samples": 0}
     for pair in pairs:
         sides = [side_baselines(pair.f, samples, seed), side_baselines(pair.c, samples, seed)]
         flags = sorted({COPY_FLAG for s in sides if s.copy_solves})
         if flags:
             flagged.append(pair.pair_id)
         rows[pair.pair_id] = {"flags": flags, "sides": [s.as_dict() for s in sides]}
-    return {"pairs": rows, "copy_flagged_pairs": len(flagged), "flagged": sorted(flagged)}
+        for side in sides:
+            totals["targets"] += 1
+            totals["greedy_solved"] += side.greedy_status == "VALID"
+            totals["random_valid"] += side.random_valid
+            totals["random_samples"] += side.random_samples
+    return {"pairs": rows, "copy_flagged_pairs": len(flagged), "flagged": sorted(flagged), **totals}

@@ -65,9 +65,12 @@ CWR_SIMULATIONS = 2000
 CWR_SEED = 20261201
 
 
-#: The gate metrics at values that open every gate before the deficit rules (no errored unit, no copy-solvable
-#: pair, primitive mastery met): the design asks only what the deficit rules decide.
-GATES_OPEN = {"errored_share": 0.0, "baselines.copy_flagged_pairs": 0.0, "P.accuracy": 1.0}
+#: The gate metrics at values that open every gate before the deficit rules (no errored unit, no witness-only or
+#: exposure-unmatched pair, no target a baseline solves, no copy-solvable pair, primitive mastery met): the design
+#: asks only what the deficit rules decide.
+GATES_OPEN = {"errored_share": 0.0, "pairs.witness_only": 0.0, "pairs.exposure_unmatched": 0.0,
+              "baselines.greedy_solved_share": 0.0, "baselines.random_valid_rate": 0.0,
+              "baselines.copy_flagged_pairs": 0.0, "P.accuracy": 1.0}
 
 
 def cwr_tables(differences: Sequence[float] = CWR_DIFFERENCES, c_validity: float = CWR_C_VALIDITY,

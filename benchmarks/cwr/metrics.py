@@ -141,7 +141,27 @@ def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | 
         out[f"pairs_{name}.n"] = sum(v for k, v in restricted.items() if k != "unpaired")
         out.update(_deficit(restricted, paired_units(records, chosen), f"deficit_{name}"))
     if baseline_summary is not None:
-        out["baselines.copy_flagged_pairs"] = baseline_summary["copy_flagged_pairs"]
+        out.update(attribution_gates(baseline_summary, motif_required, subsets))
+    return out
+
+
+def attribution_gates(baseline_summary: Mapping[str, Any], motif_required: set[str] | None,
+                      subsets: Mapping[str, Sequence[str]] | None) -> dict[str, Any]:
+    """The gate metrics, properties of the run's whole pair set (measured or not, as ``baselines.json`` lists it),
+    decided before any model outcome: witness-only pairs (not every bounded target solution needs the withheld
+    motif), pairs whose F and C demonstrations differ in primitive exposure, the greedy baseline's solved share
+    and the random baseline's valid rate over every target, and the pairs a copy of a demonstration solves."""
+    pairs = set(baseline_summary.get("pairs", ()))
+    matched = set((subsets or {}).get("exposure_matched", ()))
+    out: dict[str, Any] = {
+        "pairs.witness_only": None if motif_required is None else len(pairs - set(motif_required)),
+        "pairs.exposure_unmatched": None if subsets is None else len(pairs - matched),
+        "baselines.greedy_solved_share": _ratio(baseline_summary.get("greedy_solved", 0),
+                                                baseline_summary.get("targets", 0)),
+        "baselines.random_valid_rate": _ratio(baseline_summary.get("random_valid", 0),
+                                              baseline_summary.get("random_samples", 0)),
+        "baselines.copy_flagged_pairs": baseline_summary["copy_flagged_pairs"],
+    }
     return out
 
 
@@ -163,6 +183,29 @@ def clustered_share(rows: Sequence[CwrRecord], success: Any) -> dict[str, Any]:
         cell[1] += 1
     clusters = [tuple(cells[key]) for key in sorted(cells)]
     return proportion(sum(k for k, _ in clusters), len(rows), clusters=clusters)
+
+
+def baseline_intervals(baseline_summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The intervals of the two baseline shares the competence gate reads: the greedy solved share clustered by
+    base pair (the sides and replicas of a base share its world), the random valid rate clustered by target (its
+    samples share the target)."""
+    greedy: dict[str, list[int]] = {}
+    random_cells: list[tuple[int, int]] = []
+    for pair_id, row in sorted(baseline_summary.get("pairs", {}).items()):
+        cell = greedy.setdefault(base_pair(pair_id), [0, 0])
+        for side in row["sides"]:
+            cell[0] += side["greedy_status"] == "VALID"
+            cell[1] += 1
+            random_cells.append((side["random_valid"], side["random_samples"]))
+    out = {}
+    if greedy:
+        cells = [tuple(greedy[key]) for key in sorted(greedy)]
+        out["baselines.greedy_solved_share"] = proportion(sum(k for k, _ in cells), sum(n for _, n in cells),
+                                                          clusters=cells)
+    if random_cells and sum(n for _, n in random_cells):
+        out["baselines.random_valid_rate"] = proportion(sum(k for k, _ in random_cells),
+                                                        sum(n for _, n in random_cells), clusters=random_cells)
+    return out
 
 
 def intervals(records: Sequence[CwrRecord]) -> dict[str, dict[str, Any]]:

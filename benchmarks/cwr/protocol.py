@@ -39,6 +39,7 @@ from .baselines import pair_baselines
 from .grading import (GRADING_FILE, PROGRAM_REFERENCE_FILE, PROGRAM_REFERENCE_SOURCE, REFERENCE_FILE,
                       REFERENCE_SOURCE, write_grading)
 from .metrics import (
+    baseline_intervals,
     check_counts,
     cluster_of,
     clustered_share,
@@ -300,7 +301,7 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
                             "interchangeable_edges": list(inter[p.pair_id])} for p in pairs}
 
     def summary(self, run: ProtocolRun, records: Sequence[CwrRecord], measured: Mapping[str, Any]) -> dict[str, Any]:
-        shares = intervals(records)
+        shares = dict(sorted({**intervals(records), **baseline_intervals(self.baselines(run))}.items()))
         return {
             "sensitivity": sensitivity_grid(measured),
             "intervals": shares,

@@ -1107,7 +1107,40 @@ def rescore(run_dir, prereg):
             differ(sides[condition]["unit"], "copy_baseline_solves_target",
                    None if recorded is None else bool(recorded["copy_solves"]), why is not None)
 
+    # The attribution gates: properties of the whole pair set. Witness-only and exposure-unmatched pairs from the
+    # subsets grading.json names; every greedy sequence baselines.json holds replayed on its target (its status must
+    # be the recorded one), the greedy and random shares counted from the sides.
+    greedy = {}  # base pair -> [solved, targets]
+    random_cells = []
+    for pair_id, sides in sorted(index["pairs"].items()):
+        for condition in ("F", "C"):
+            if condition not in sides:
+                continue
+            recorded = recorded_sides.get(pair_id, {}).get(condition)
+            if recorded is None:
+                raise Unreadable(f"{run_dir / 'baselines.json'}: no {condition} side of pair {pair_id!r}")
+            status = grader.check(sides[condition]["target"], steps_text(recorded["greedy_steps"]))[0]
+            differ(sides[condition]["unit"], "greedy_status", recorded["greedy_status"], status)
+            cell = greedy.setdefault(pair_id.split("~r", 1)[0], [0, 0])
+            cell[0] += status == "VALID"
+            cell[1] += 1
+            random_cells.append((recorded["random_valid"], recorded["random_samples"]))
+    subsets = index.get("pair_subsets") or {}
+    everyone = set(index["pairs"])
+
     values, intervals = {}, {}
+    values["pairs.witness_only"] = len(everyone - set(subsets.get("motif_required", ())))
+    values["pairs.exposure_unmatched"] = len(everyone - set(subsets.get("exposure_matched", ())))
+    solved, targets = sum(c[0] for c in greedy.values()), sum(c[1] for c in greedy.values())
+    values["baselines.greedy_solved_share"] = solved / targets if targets else None
+    if targets:
+        intervals["baselines.greedy_solved_share"] = clustered_share(
+            [(base, n < cell[0]) for base, cell in greedy.items() for n in range(cell[1])])
+    drawn = sum(n for _, n in random_cells)
+    values["baselines.random_valid_rate"] = sum(k for k, _ in random_cells) / drawn if drawn else None
+    if drawn:
+        intervals["baselines.random_valid_rate"] = clustered_share(
+            [(number, n < k) for number, (k, total) in enumerate(random_cells) for n in range(total)])
     values["units.errored"] = len(failed)
     values["errored_share"] = len(failed) / len(records) if records else None
     lost = set(failed)

@@ -61,6 +61,18 @@ def test_every_share_has_its_clustered_interval(pytester: pytest.Pytester, tmp_p
     summary = json.loads((run_dir / "summary.json").read_text())
     records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
     expected = expected_counts(records)
+    # the baseline-competence gate's shares: greedy solves clustered by base pair, random samples by target
+    greedy: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    random_cells = []
+    for pair, row in summary["baselines"]["pairs"].items():
+        for side in row["sides"]:
+            greedy[pair.split("~r")[0]][0] += side["greedy_status"] == "VALID"
+            greedy[pair.split("~r")[0]][1] += 1
+            random_cells.append((side["random_valid"], side["random_samples"]))
+    for path, cells in (("metrics.baselines.greedy_solved_share", [tuple(c) for c in greedy.values()]),
+                        ("metrics.baselines.random_valid_rate", random_cells)):
+        expected[path] = {"k": sum(k for k, _ in cells), "n": sum(n for _, n in cells), "clusters": len(cells),
+                          "cells": sorted(cells)}
     samples = PREREG.values.baselines.random_samples
     baseline_paths = {f"baselines.pairs.{pair}.sides.{i}.random_valid_rate"
                       for pair, row in summary["baselines"]["pairs"].items() for i in range(len(row["sides"]))}
@@ -93,7 +105,8 @@ def test_every_share_has_its_clustered_interval(pytester: pytest.Pytester, tmp_p
     # records alone
     rescored = rescore(run_dir)["intervals"]
     assert sorted(rescored) == sorted(n for n in summary["intervals"]
-                                      if n.endswith(("accuracy", "validity", "errored_share"))
+                                      if n.endswith(("accuracy", "validity", "errored_share", "greedy_solved_share",
+                                                     "random_valid_rate"))
                                       and n not in ("P.verdict.accuracy", "P.effect.accuracy"))
     for name, interval in rescored.items():
         for key in ("k", "n", "value", "low", "high", "design_effect"):

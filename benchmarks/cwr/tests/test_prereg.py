@@ -13,20 +13,24 @@ SPEC = PREREG.values
 
 
 def test_seed_values_are_the_preregistered_ones():
-    assert SPEC.thresholds == {"tau": 0.90, "delta": 0.20, "errored_max": 0.02}
+    assert SPEC.thresholds == {"tau": 0.90, "delta": 0.20, "errored_max": 0.02, "greedy_max": 0.20,
+                               "random_max": 0.05}
     assert SPEC.seeds["fixtures"] == CWR_SEED
     assert SPEC.analysis.confidence == 0.95
 
 
 def test_rule_order():
-    assert GATE.labels == ["ERRORED_UNITS_OVER_LIMIT", "FIXTURE_REJECTED_BY_COPY_BASELINE", "PRIMITIVE_MASTERY_NOT_ESTABLISHED",
+    assert GATE.labels == ["ERRORED_UNITS_OVER_LIMIT", "WITNESS_ONLY_PAIRS_IN_CLAIM", "EXPOSURE_NOT_MATCHED",
+                           "BASELINE_SOLVES_TARGETS", "FIXTURE_REJECTED_BY_COPY_BASELINE", "PRIMITIVE_MASTERY_NOT_ESTABLISHED",
                            "RECOMBINATION_DEFICIT_SUPPORTED", "DEFICIT_OF_DELTA_REJECTED", "INCONCLUSIVE"]
-    assert [r.passes for r in GATE.rules] == [False, False, False, True, False, False]
+    assert [r.passes for r in GATE.rules] == [False] * 6 + [True, False, False]
 
 
-def _metrics(p_accuracy, lower, upper, flagged=0, errored=0.0):
+def _metrics(p_accuracy, lower, upper, flagged=0, errored=0.0, witness=0, unmatched=0, greedy=0.0, random=0.0):
     return {"P.accuracy": p_accuracy, "deficit.lower": lower, "deficit.upper": upper,
-            "baselines.copy_flagged_pairs": flagged, "errored_share": errored}
+            "baselines.copy_flagged_pairs": flagged, "errored_share": errored, "pairs.witness_only": witness,
+            "pairs.exposure_unmatched": unmatched, "baselines.greedy_solved_share": greedy,
+            "baselines.random_valid_rate": random}
 
 
 @pytest.mark.parametrize(("values", "label"), [
@@ -39,6 +43,11 @@ def _metrics(p_accuracy, lower, upper, flagged=0, errored=0.0):
     (_metrics(1.0, 0.5, 0.9, flagged=2), "FIXTURE_REJECTED_BY_COPY_BASELINE"),
     (_metrics(1.0, 0.5, 0.9, errored=0.02), "RECOMBINATION_DEFICIT_SUPPORTED"),  # the limit itself is allowed
     (_metrics(0.5, 0.5, 0.9, flagged=2, errored=0.021), "ERRORED_UNITS_OVER_LIMIT"),  # errors are read first
+    (_metrics(1.0, 0.5, 0.9, witness=1, unmatched=3, greedy=1.0), "WITNESS_ONLY_PAIRS_IN_CLAIM"),
+    (_metrics(1.0, 0.5, 0.9, unmatched=3, greedy=1.0), "EXPOSURE_NOT_MATCHED"),
+    (_metrics(1.0, 0.5, 0.9, greedy=0.21, flagged=1), "BASELINE_SOLVES_TARGETS"),
+    (_metrics(1.0, 0.5, 0.9, random=0.051), "BASELINE_SOLVES_TARGETS"),
+    (_metrics(1.0, 0.5, 0.9, greedy=0.20, random=0.05), "RECOMBINATION_DEFICIT_SUPPORTED"),  # the limits allowed
 ])
 def test_classification_at_the_boundaries(values, label):
     assert GATE.evaluate(values).label == label

@@ -3,8 +3,10 @@
 
 A seeded search draws how many P items are answered right, an F and a C
 validity rate from which each pair's two sides are drawn, the R and E
-accuracies, a share of provider errors (none in half the draws), and the copy
-baseline's count of flagged pairs, builds the
+accuracies, a share of provider errors (none in half the draws), the copy
+baseline's count of flagged pairs and the pair set's gate properties
+(witness-only and exposure-unmatched pairs, greedy and random solves; each
+failing in a quarter of the draws), builds the
 records of every unit of the preregistered design with those outcomes, and
 feeds them through the protocol's metric function (so the F - C interval is
 whatever interval the protocol computes) and the compiled classification
@@ -106,12 +108,25 @@ def draw(rng: random.Random) -> tuple[tuple[CwrRecord, ...], dict]:
             flag = rng.random() < rates[u.condition]
         out.append(made.records[(u.item_id, None if rng.random() < error_rate else flag)])
     flagged = 0 if rng.random() < 0.5 else rng.randint(1, len(made.pairs))
-    return tuple(out), {"copy_flagged_pairs": flagged}
+    # the pair set's gate properties, each failing in a quarter of the draws
+    ids = sorted(p.pair_id for p in made.pairs)
+    targets = 2 * len(ids)
+    samples = PREREG.values.baselines.random_samples * targets
+
+    def some() -> set[str]:
+        return set() if rng.random() < 0.75 else set(rng.sample(ids, rng.randint(1, len(ids))))
+
+    baselines = {"copy_flagged_pairs": flagged, "pairs": dict.fromkeys(ids, {}), "targets": targets,
+                 "greedy_solved": 0 if rng.random() < 0.75 else rng.randint(0, targets),
+                 "random_valid": 0 if rng.random() < 0.75 else rng.randint(0, samples // 10), "random_samples": samples}
+    motif = set(ids) - some()
+    subsets = {"motif_required": sorted(motif), "exposure_matched": sorted(set(ids) - some())}
+    return tuple(out), (baselines, motif, subsets)
 
 
 def candidate_metrics(candidate):
-    records, baselines = candidate
-    return metrics(records, baselines, design().motif)
+    records, (baselines, motif, subsets) = candidate
+    return metrics(records, baselines, motif, subsets)
 
 
 @lru_cache(maxsize=1)

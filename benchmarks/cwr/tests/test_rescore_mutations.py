@@ -24,7 +24,7 @@ from benchmarks.cwr.protocol import HERE, PREREG
 from canonical_hash import sha256_text
 
 MODEL = "scripted-cwr-most-c"
-LABEL = "INCONCLUSIVE"
+LABEL = "WITNESS_ONLY_PAIRS_IN_CLAIM"  # the showcase pair set holds witness-only pairs
 
 
 def _rescore(run_dir: Path) -> subprocess.CompletedProcess:
@@ -179,7 +179,20 @@ def test_rescorer_regrades_a_run_and_names_every_changed_unit(run_dir: Path, tmp
     done = _rescore(copy)
     units, fields = _disagreeing(done)
     assert units == {side["unit"]} and fields == {"copy_baseline_solves_target"}
-    assert json.loads(done.stdout)["classification"] == "FIXTURE_REJECTED_BY_COPY_BASELINE"
+    assert json.loads(done.stdout)["metrics"]["baselines.copy_flagged_pairs"] == 1
+
+    # a recorded greedy verdict: each greedy sequence is replayed on its target, and the share follows the replay
+    copy = _copy(run_dir, tmp_path, "greedy")
+    baselines = json.loads((copy / "baselines.json").read_text())
+    pair_id, row = next((k, v) for k, v in sorted(baselines["pairs"].items())
+                        if v["sides"][0]["greedy_status"] == "VALID")
+    row["sides"][0]["greedy_status"] = "INVALID"
+    (copy / "baselines.json").write_text(json.dumps(baselines))
+    done = _rescore(copy)
+    units, fields = _disagreeing(done)
+    assert units == {f"F:{pair_id}"} and fields == {"greedy_status"}
+    assert json.loads(done.stdout)["metrics"]["baselines.greedy_solved_share"] == report["metrics"][
+        "baselines.greedy_solved_share"] > 0
 
 
 def test_rescorer_refuses_an_unreadable_run_directory(run_dir: Path, tmp_path: Path) -> None:

@@ -262,14 +262,17 @@ def test_a_generated_split_holds_no_interchangeable_pair() -> None:
 RUN_LIBRARIES_FIRST = ("benchmarks.cwr.scripted",)
 
 
-def run_split(pytester: pytest.Pytester, results: Path, *args: str):
-    result = run_protocol(pytester, HERE, results, "--model", "scripted-oracle", *args, in_process=True)
+def run_split(pytester: pytest.Pytester, results: Path, *args: str, model: str = "scripted-oracle"):
+    result = run_protocol(pytester, HERE, results, "--model", model, *args, in_process=True)
     report, run_dir = read_report(results, "cwr", result)
     return result, report, run_dir
 
 
 def test_a_scripted_run_over_the_development_split(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    result, report, run_dir = run_split(pytester, tmp_path / "results", "--cwr-split", "development")
+    """Every attribution gate is open on the generated pairs; a model that solves every F target and no C target
+    reaches RECOMBINATION_DEFICIT_SUPPORTED over the split's 12 bases (exit 0)."""
+    result, report, run_dir = run_split(pytester, tmp_path / "results", "--cwr-split", "development",
+                                        model="scripted-cwr-f-only")
     protocol = report["benchmark"]["protocols"]["cwr"]
     assert protocol["status"] == "complete", result.stdout.str()
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -278,8 +281,13 @@ def test_a_scripted_run_over_the_development_split(pytester: pytest.Pytester, tm
     assert summary["settings"]["split"] == "development" and summary["settings"]["split_seed_sha256"] is None
     spec = SPLITS["development"]
     assert summary["metrics"]["deficit.bases"] == len(spec.families) * spec.bases_per_family()
-    assert summary["deviations"] == [f"model 'scripted-oracle' instead of the preregistered "
+    assert summary["deviations"] == [f"model 'scripted-cwr-f-only' instead of the preregistered "
                                      f"{PREREG.values.model.id!r}"]
+    assert summary["classifications"]["cwr"] == "RECOMBINATION_DEFICIT_SUPPORTED" and result.ret == 0
+    metrics = summary["metrics"]
+    assert metrics["pairs.witness_only"] == metrics["pairs.exposure_unmatched"] == 0
+    assert metrics["baselines.greedy_solved_share"] <= PREREG.values.thresholds["greedy_max"]
+    assert metrics["baselines.random_valid_rate"] <= PREREG.values.thresholds["random_max"]
     assert summary["pair_subsets"] == pair_subsets(built.pairs)
     assert summary["metrics"]["pairs_without_interchangeable.n"] == len(built.pairs)
     assert summary["metrics"]["deficit_exposure_matched.bases"] == len(
