@@ -65,9 +65,14 @@ def report_figures(run_dir: Path, summary: Mapping[str, Any]) -> list[Figure]:
     estimate = _value(metrics, "deficit.estimate")
     ax.set_title("F against C per base pair" + (f" (deficit F - C {estimate:.3f})" if estimate is not None else ""))
     fig.tight_layout()
+    avoidance = ((summary.get("diagnostics") or {}).get("motif_avoidance") or {})
+    reassess = [str(p) for p in avoidance.get("pairs_to_reassess") or []]
+    note = (f" Fixtures to reassess: {len(avoidance.get('units') or [])} valid answers avoid the withheld motif, on "
+            f"{', '.join(reassess)} (a valid familiar alternative; the answers stay valid)." if reassess else
+            " No valid answer avoids the withheld motif.")
     figures.append(Figure("f_vs_c_by_pair", "F against C per base pair", fig,
                           "Share of valid artifacts on the familiar (F) and withheld (C) side of each base pair, "
-                          "its replicas pooled."))
+                          "its replicas pooled." + note))
 
     baselines = {}
     path = run_dir / "baselines.json"

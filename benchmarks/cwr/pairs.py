@@ -70,6 +70,15 @@ def showcase_interchangeable() -> dict[str, tuple[str, ...]]:
     return out
 
 
+def side_motif(pair: Any, condition: str) -> tuple[str, str, str]:
+    """The pair's withheld motif, a production edge ``(producer, relation, consumer)`` in the base's labels,
+    written in the labels of the pair's ``condition`` target (the relation is not a label)."""
+    replica = pair.side(condition).replica
+    names = {**replica.entities, **replica.primitives}
+    producer, relation, consumer = pair.motif
+    return names.get(producer, producer), relation, names.get(consumer, consumer)
+
+
 def base_id(pair_id: str) -> str:
     """The base pair of a replica id (``<base>~r<k>``)."""
     return pair_id.split("~r", 1)[0]

@@ -36,6 +36,7 @@ from . import design as _design
 from . import figures as _figures
 from . import scripted as _scripted
 from .baselines import pair_baselines
+from .diagnostics import diagnostics
 from .grading import (GRADING_FILE, PROGRAM_REFERENCE_FILE, PROGRAM_REFERENCE_SOURCE, REFERENCE_FILE,
                       REFERENCE_SOURCE, write_grading)
 from .metrics import (
@@ -193,7 +194,7 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         return found
 
     def recognize_model(self, name: str) -> None:
-        if name in _scripted.SCENARIOS or name == _scripted.Flaky.NAME:
+        if name in _scripted.SCENARIOS or name in (_scripted.Flaky.NAME, _scripted.MOTIF_BLIND):
             _scripted.register_scenarios()
 
     # units
@@ -317,6 +318,7 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
             "pairs": self.pair_summary(run),
             "pair_subsets": pair_subsets(self.pairs(run)),
             "token_counts": token_counts(records),
+            "diagnostics": diagnostics(records, self.pairs(run)),
         }
 
     # ----------------------------------------------------------------- planned power (benchmarks.core.design)

@@ -18,7 +18,9 @@ the world out of the prompt.
 ``scripted-oracle`` (from ``models``) answers every prompt right; the models
 registered here (``SCENARIOS``) mix right and wrong answers by condition, and
 ``scripted-cwr-flaky`` answers right with prose around every F/C artifact
-while about one unit in twelve (by prompt hash) fails with a provider error.
+while about one unit in twelve (by prompt hash) fails with a provider error,
+and ``scripted-cwr-motif-blind`` solves only the targets that have a valid
+solution without the withheld motif (and uses that one).
 """
 
 from __future__ import annotations
@@ -84,6 +86,34 @@ def _perturbed(family: str, state: dict[str, Any]) -> dict[str, Any]:
     return worlds.get_family(family).state_lines.neighbour(state)
 
 
+@functools.lru_cache(maxsize=256)
+def _solve_without(target: worlds.World, motif: tuple[str, str, str]) -> tuple[str, ...] | None:
+    """The first bounded solution of ``target`` that does not realize ``motif`` (None when each one does)."""
+    for solution in worlds.bounded_solutions(target).solutions:
+        if motif not in worlds.production_edges(target, solution):
+            return solution
+    return None
+
+
+@dataclass(frozen=True)
+class MotifBlind(models.Policy):
+    """Right on P, R and E; on F and C the first valid solution that avoids the pair's withheld motif, and where
+    every solution needs the motif the wrong answer (its first solution minus the last step)."""
+
+    key: AnswerKey
+
+    def __call__(self, prompt: str) -> str:
+        unit = self.key.unit(prompt)
+        if unit.condition not in ("F", "C"):
+            return self.key.right(prompt)
+        assert unit.target is not None and unit.motif is not None, unit.item_id
+        solution = _solve_without(unit.target, unit.motif)
+        return self.key.wrong(prompt) if solution is None else "".join(step + "\n" for step in solution)
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": "cwr.MotifBlind"}
+
+
 @dataclass(frozen=True)
 class ByCondition(models.Policy):
     """Right or wrong per condition; for C, right on the first ``c_right_share`` of the pairs (sorted by id)."""
@@ -128,6 +158,9 @@ def register_scenarios() -> None:
     for name, (right_on, share, summary) in SCENARIOS.items():
         if models.model_kind(name) is None:
             models.register_model(name, "scripted", f"CWR scenario: {summary}", _factory(name, right_on, share))
+    if models.model_kind(MOTIF_BLIND) is None:
+        models.register_model(MOTIF_BLIND, "scripted", "CWR scenario: solves only where a solution avoids the "
+                              "withheld motif", _motif_blind)
     if models.model_kind(Flaky.NAME) is None:
         models.register_model(Flaky.NAME, "scripted", "CWR scenario: right answers with prose around each "
                               "artifact; about one unit in twelve is a provider error", _flaky)
@@ -168,3 +201,12 @@ def _flaky(*, gold: Any = None, **_: Any) -> Flaky:
     if not isinstance(gold, AnswerKey):
         raise models.ModelError(f"{Flaky.NAME} runs only inside the CWR protocol (it needs the run's answer key)")
     return Flaky(gold)
+
+
+MOTIF_BLIND = "scripted-cwr-motif-blind"
+
+
+def _motif_blind(*, gold: Any = None, **_: Any) -> ScriptedModel:
+    if not isinstance(gold, AnswerKey):
+        raise models.ModelError(f"{MOTIF_BLIND} runs only inside the CWR protocol (it needs the run's answer key)")
+    return ScriptedModel(MOTIF_BLIND, MotifBlind(gold))

@@ -90,6 +90,11 @@ class SensitivitySpec:
 
 
 @dataclass(frozen=True)
+class DiagnosticsSpec:
+    analyses: tuple[str, ...]  # the diagnostic analyses a summary reports (benchmarks.cwr.diagnostics.ANALYSES)
+
+
+@dataclass(frozen=True)
 class ConfirmatoryDesignSpec:
     """The prospective sample design of the confirmatory split (read by ``python -m benchmarks.core.design cwr``;
     no rule reads it and it sizes nothing in a development run)."""
@@ -123,6 +128,7 @@ class CwrPrereg:
     baselines: BaselineSpec
     analysis: AnalysisSpec
     thresholds: dict[str, float]
+    diagnostics: DiagnosticsSpec
     sensitivity: SensitivitySpec
     design: DesignSpec
     splits: dict[str, SplitSpec]
@@ -144,6 +150,8 @@ class Unit:
     expected: Any  # P/R/E: the expected answer; F/C: None (every valid artifact passes)
     context: str | None = None  # E: "C", "F" or "none" (the condition context the prompt shows); None otherwise
     target: worlds.World | None = field(default=None, repr=False, compare=False)  # F/C: the world the checker grades
+    #: F/C: the pair's withheld motif in the target's labels (producer, relation, consumer); not shown, not recorded
+    motif: tuple[str, str, str] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

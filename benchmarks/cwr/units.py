@@ -8,7 +8,7 @@ from benchmarks.core import sha256_bytes
 from benchmarks.core.protocol import UsageProblem
 from fixtures.cwr import resolve_world
 
-from .pairs import synthesis_pairs
+from .pairs import side_motif, synthesis_pairs
 from .prompts import control_prompt
 from .spec import CONTROL_CONDITIONS, PAIR_SETS, PREREG, SYNTHESIS_CONDITIONS, Unit
 from .splits import generated_split
@@ -57,7 +57,7 @@ def build_units(items: Mapping[str, Sequence[Mapping[str, Any]]], pairs: Sequenc
             side = pair.side(condition)
             units.append(Unit(f"{condition}:{pair.pair_id}", condition, "synthesis", pair.pair_id,
                               f"pair:{pair.pair_id}:{condition}", side.target.family, side.prompt_text, None,
-                              target=side.target))
+                              target=side.target, motif=side_motif(pair, condition)))
     return units
 
 

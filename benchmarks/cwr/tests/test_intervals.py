@@ -76,8 +76,14 @@ def test_every_share_has_its_clustered_interval(pytester: pytest.Pytester, tmp_p
     samples = PREREG.values.baselines.random_samples
     baseline_paths = {f"baselines.pairs.{pair}.sides.{i}.random_valid_rate"
                       for pair, row in summary["baselines"]["pairs"].items() for i in range(len(row["sides"]))}
-    fields = proportion_fields(summary)
+    fields = proportion_fields(summary, skip=("diagnostics",))
     assert sorted(path for path, _, _ in fields) == sorted(set(expected) | baseline_paths)
+    # the diagnostics' shares (validity per family and per tier) each carry their clustered interval
+    diagnostic = proportion_fields({"diagnostics": summary["diagnostics"]})
+    assert {path.split(".")[1] for path, _, _ in diagnostic} == {"by_family", "by_tier"}
+    for path, value, interval in diagnostic:
+        assert interval is not None and value == interval["value"] == interval["k"] / interval["n"], path
+        assert interval["method"] == "wilson-rao-scott" and interval["low"] < interval["high"], path
     for path, value, interval in fields:
         assert interval is not None, f"{path} has no interval"
         assert interval["confidence"] == 0.95 and 0.0 <= interval["low"] <= value <= interval["high"] <= 1.0, path

@@ -117,6 +117,10 @@ def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: 
     assert rescored["classification"] == expected_label and rescored["mismatched_units"] == []
     for key, value in rescored["metrics"].items():
         assert summary["metrics"][key] == pytest.approx(value), key
+    interaction = summary["diagnostics"]["execution_interaction"]  # every scenario answers E right or E wrong
+    assert interaction["E_F_minus_E_C"]["estimate"] == pytest.approx(
+        summary["metrics"]["E_F.accuracy"] - summary["metrics"]["E_C.accuracy"])
+    assert interaction["E_F_minus_E_C"]["upper"] - interaction["E_F_minus_E_C"]["lower"] > 0
     by_context = summary["execution_by_context"]  # E_C (main E), E_F, context-free E
     assert sorted(by_context) == ["E_C", "E_F", "E_none"] and all(b["units"] > 0 for b in by_context.values())
     assert sum(b["units"] for b in by_context.values()) == summary["units"]["E"]

@@ -288,6 +288,19 @@ def test_a_scripted_run_over_the_development_split(pytester: pytest.Pytester, tm
     assert metrics["pairs.witness_only"] == metrics["pairs.exposure_unmatched"] == 0
     assert metrics["baselines.greedy_solved_share"] <= PREREG.values.thresholds["greedy_max"]
     assert metrics["baselines.random_valid_rate"] <= PREREG.values.thresholds["random_max"]
+    # the diagnostics: every family and tier of the split its own group, each deficit 1 (F always, C never valid)
+    diagnostics = summary["diagnostics"]
+    assert sorted(diagnostics["by_family"]) == sorted(spec.families)
+    assert sorted(diagnostics["by_tier"]) == sorted(spec.pairs_per_tier)
+    for group in (*diagnostics["by_family"].values(), *diagnostics["by_tier"].values()):
+        assert (group["F"]["validity"], group["C"]["validity"], group["deficit"]["estimate"]) == (1.0, 0.0, 1.0)
+        assert 0.0 < group["deficit"]["lower"] < 1.0 == group["deficit"]["upper"]
+        assert group["F"]["validity_interval"]["low"] < 1.0  # a clustered interval, never of zero width
+    # the C answers stop one step short of the goal: a legal prefix, below the optimum
+    partial = diagnostics["partial_credit"]
+    assert partial["F"]["mean_legal_prefix"] >= partial["F"]["mean_optimum_length"] > 0
+    assert 0.0 < partial["C"]["mean_legal_prefix"] < partial["C"]["mean_optimum_length"]
+    assert diagnostics["motif_avoidance"]["units"] == []  # every generated pair is motif-required
     assert summary["pair_subsets"] == pair_subsets(built.pairs)
     assert summary["metrics"]["pairs_without_interchangeable.n"] == len(built.pairs)
     assert summary["metrics"]["deficit_exposure_matched.bases"] == len(
