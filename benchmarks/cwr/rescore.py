@@ -38,7 +38,11 @@ were graded against.  From each record's primitive fields it recomputes:
 Then the metrics the rules read (the copy gate from its own copy baseline; a unit
 with a generation error is the errored outcome: counted in ``units.errored``
 and ``errored_share`` over all units, and left out of every accuracy,
-validity and pair),
+validity and pair; the attribution gates: witness-only and exposure-unmatched
+pairs from the subsets ``grading.json`` names, the greedy solved share from
+its own replay of every greedy sequence ``baselines.json`` records (a recorded
+``greedy_status`` that differs is a disagreement on the side's unit), the
+random valid rate from the recorded counts),
 E accuracy by context, the paired F - C interval the rules read (Tango's
 score interval with a Rao-Scott design effect over base pairs) and the
 per-replica Newcombe figure beside it, both written out here, the same
@@ -48,8 +52,8 @@ the primary deficit, read by no rule), and the classification by the
 preregistered rule order.
 
 Prints one JSON object: ``classification``, ``metrics``, ``intervals`` (for
-each accuracy and validity it recomputes, the cluster-aware 95% interval the
-run's summary reports: Wilson on the Rao-Scott effective size, clusters the
+each accuracy, validity and gate share it recomputes, the cluster-aware 95%
+interval the run's summary reports: Wilson on the Rao-Scott effective size, clusters the
 base pairs and shipped worlds), ``disagreements``
 (in unit order, that of the ledger, ``{"unit", "field", "recorded", "recomputed"}`` for every
 recomputed per-unit field that differs; the copy-baseline flag is reported on
