@@ -166,6 +166,13 @@ class World:
 
 
 
+#: What makes a step of a step-sequence world legal (the probe and execution prompts' words).
+STEP_LEGALITY = ("A step is legal when its primitive exists, its arguments name permitted entities of the right types, "
+                 "it is applicable in the current state, the step count and total cost stay within the budget, "
+                 "no inventory cap or horizon is exceeded, and the state after it satisfies every hard constraint "
+                 "that must hold in every state.")
+
+
 @dataclass(frozen=True)
 class StateLineFormat:
     """How a family's described state is written as ``name = value`` lines (the P and E answers' state block).
@@ -175,6 +182,11 @@ class StateLineFormat:
     write: ``(name, value) -> line`` for one entry of a described state.
     read: ``{name: match}`` of a block's lines -> the described state they write.
     neighbour: a described state that differs from the one given (a scripted responder's wrong answer).
+    project: the family's described state (``describe_state``) -> the mapping the lines write (default: the
+        described state itself, when it already is a flat mapping).
+    steps_in_situation: whether a probe's situation also lists the steps executed so far (true where the lines
+        leave out what legality depends on, as a program's wire depths and primitive uses).
+    legality: what makes a step legal, in one paragraph of prompt text.
     """
 
     words: str
@@ -182,6 +194,9 @@ class StateLineFormat:
     write: Callable[[str, Any], str]
     read: Callable[[Mapping[str, re.Match[str]]], dict[str, Any]]
     neighbour: Callable[[Mapping[str, Any]], dict[str, Any]]
+    project: Callable[[Any], dict[str, Any]] = dict
+    steps_in_situation: bool = False
+    legality: str = STEP_LEGALITY
 
 
 @dataclass(frozen=True)

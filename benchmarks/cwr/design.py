@@ -70,7 +70,7 @@ CWR_SEED = 20261201
 #: asks only what the deficit rules decide.
 GATES_OPEN = {"errored_share": 0.0, "pairs.witness_only": 0.0, "pairs.exposure_unmatched": 0.0,
               "baselines.greedy_solved_share": 0.0, "baselines.random_valid_rate": 0.0,
-              "baselines.copy_flagged_pairs": 0.0, "P.accuracy": 1.0}
+              "baselines.copy_flagged_pairs": 0.0, "mastery.min_family_accuracy": 1.0}
 
 
 def cwr_tables(differences: Sequence[float] = CWR_DIFFERENCES, c_validity: float = CWR_C_VALIDITY,

@@ -95,7 +95,7 @@ def grading_material(units: Sequence[Any], items: Mapping[str, Sequence[Mapping[
     index_pairs: dict[str, dict[str, Any]] = {}
     for unit in units:
         if unit.pair_id is None:
-            _, raw = resolve_world(unit.world_ref)
+            _, raw = resolve_world(unit.world_ref, pairs)
             entry = {"world": files.add(unit.world_ref, raw), **_unit_inputs(unit.condition, by_id[unit.item_id])}
         else:
             side = pair_by_id[unit.pair_id].side(unit.condition)

@@ -140,8 +140,53 @@ def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | 
         restricted = paired_table(records, chosen)
         out[f"pairs_{name}.n"] = sum(v for k, v in restricted.items() if k != "unpaired")
         out.update(_deficit(restricted, paired_units(records, chosen), f"deficit_{name}"))
+    out["mastery.min_family_accuracy"] = mastery_floor(records)[0]
     if baseline_summary is not None:
         out.update(attribution_gates(baseline_summary, motif_required, subsets))
+    return out
+
+
+def _scored_bases(records: Sequence[CwrRecord]) -> set[str]:
+    return {base_pair(r.pair_id) for r in records if r.condition in SYNTHESIS_CONDITIONS and r.pair_id is not None}
+
+
+def mastery_rows(records: Sequence[CwrRecord]) -> dict[str, list[CwrRecord]]:
+    """family -> the answered P units on the worlds the run scores (a target of a base pair with an F or C unit),
+    for every family with an F or C unit (a family no such P unit probes maps to an empty list)."""
+    bases = _scored_bases(records)
+    families = sorted({r.family for r in records if r.condition in SYNTHESIS_CONDITIONS})
+    rows: dict[str, list[CwrRecord]] = {family: [] for family in families}
+    for r in scored(records):
+        if (r.condition == "P" and r.family in rows and r.world_ref.startswith("pair:")
+                and base_pair(r.world_ref.split(":", 2)[1]) in bases):
+            rows[r.family].append(r)
+    return rows
+
+
+def mastery_floor(records: Sequence[CwrRecord]) -> tuple[float | None, str | None]:
+    """(the least per-family P accuracy over the worlds scored, the family it belongs to) that the mastery gate
+    reads; a family with scored worlds and no answered P unit on them has mastery not established (0.0); None
+    when the run scores no F or C unit."""
+    rows = mastery_rows(records)
+    if not rows:
+        return None, None
+    accuracy = {family: (sum(r.correct for r in got) / len(got) if got else 0.0) for family, got in rows.items()}
+    family = min(sorted(accuracy), key=lambda f: accuracy[f])
+    return accuracy[family], family
+
+
+def mastery_table(records: Sequence[CwrRecord]) -> dict[str, dict[str, Any]]:
+    """The summary's per-family mastery table: P units on the scored worlds, their accuracy with its clustered
+    interval, the worlds probed and scored, and whether tau is reached (the gate reads the least accuracy)."""
+    tau = PREREG.values.thresholds["tau"]
+    out = {}
+    for family, got in mastery_rows(records).items():
+        accuracy = sum(r.correct for r in got) / len(got) if got else None
+        scored_worlds = {r.world_ref for r in records if r.condition in SYNTHESIS_CONDITIONS and r.family == family}
+        out[family] = {"p_units": len(got), "p_correct": sum(r.correct for r in got), "accuracy": accuracy,
+                       "accuracy_interval": clustered_share(got, lambda r: r.correct) if got else None,
+                       "worlds_probed": len({r.world_ref for r in got}), "worlds_scored": len(scored_worlds),
+                       "tau": tau, "established": accuracy is not None and accuracy >= tau}
     return out
 
 
@@ -223,6 +268,9 @@ def intervals(records: Sequence[CwrRecord]) -> dict[str, dict[str, Any]]:
     for context in E_CONTEXTS:
         out[f"E_{context}.accuracy"] = clustered_share(
             scored([r for r in records if r.condition == "E" and r.context == context]), lambda r: r.correct)
+    _, family = mastery_floor(records)
+    out["mastery.min_family_accuracy"] = clustered_share(mastery_rows(records)[family] if family else [],
+                                                         lambda r: r.correct)
     return dict(sorted(out.items()))
 
 

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import worlds
 from benchmarks.core import sha256_bytes
 from benchmarks.core.answers import keep_answer
-from fixtures.cwr import E_CONTEXTS, condition_context_text, e_context
+from fixtures.cwr import E_CONTEXTS, condition_context_text, e_context, side_context_text
 
 from .spec import ARTIFACT_EXTRACTION, PREREG, SYNTHESIS_CONDITIONS, CwrRecord, Unit
 
@@ -29,8 +29,8 @@ def _line_format(family: str) -> worlds.StateLineFormat:
     """How a state of ``family`` is written as lines (the world family's ``state_lines``)."""
     fmt = worlds.get_family(family).state_lines
     if fmt is None:
-        raise ValueError(f"family {family!r} writes no state as lines; P and E items are built on step-sequence "
-                         "worlds (fixtures.cwr)")
+        raise ValueError(f"family {family!r} writes no state as lines (worlds.StateLineFormat); it cannot serve "
+                         "P and E items")
     return fmt
 
 
@@ -41,6 +41,8 @@ def state_lines(family: str, described: Mapping[str, Any]) -> list[str]:
     write = _line_format(family).write
     return [write(name, value) for name, value in sorted(described.items())]
 
+
+_NUMERALS = re.compile(r"[0-9]+")
 
 #: Longest numeral a reply may write (a count, a start time, a step number), leading zeros included; a
 #: longer one is the parse status ``number_too_large``.  The numbers of these worlds have a few digits.
@@ -68,7 +70,7 @@ def read_state(family: str, lines: Sequence[str]) -> tuple[str, dict[str, Any] |
         if m is None or m.group(1) in matches:
             return "bad_state_block", None
         matches[m.group(1)] = m
-    if any(len(m.group(m.lastindex)) > MAX_NUMBER_DIGITS for m in matches.values()):
+    if any(len(numeral) > MAX_NUMBER_DIGITS for m in matches.values() for numeral in _NUMERALS.findall(m.group(m.lastindex))):
         return "number_too_large", None
     return "ok", fmt.read(matches)
 
@@ -82,10 +84,6 @@ def parse_state(family: str, lines: Sequence[str]) -> dict[str, Any] | None:
 
 _INTRO = ("This is a closed, fully specified world. Use only the rules written below; "
           "nothing outside this message applies.")
-_LEGAL_MEANS = ("A step is legal when its primitive exists, its arguments name permitted entities of the right types, "
-                "it is applicable in the current state, the step count and total cost stay within the budget, "
-                "no inventory cap or horizon is exceeded, and the state after it satisfies every hard constraint "
-                "that must hold in every state.")
 
 
 def handbook(raw: Mapping[str, Any]) -> str:
@@ -94,16 +92,20 @@ def handbook(raw: Mapping[str, Any]) -> str:
 
 
 def _situation(item: Mapping[str, Any], world: worlds.World) -> list[str]:
+    executed = []
+    if _line_format(world.family).steps_in_situation:  # the state lines leave out what legality depends on
+        executed = ["Steps executed so far, in order:", *(item["prefix"] or ["(none)"])]
     return [
         "CURRENT SITUATION",
         f"Steps already executed: {item['steps_used']} (budget: at most {world.budget.max_steps}).",
         f"Cost already spent: {item['cost_used']} (budget: at most {world.budget.max_cost}).",
+        *executed,
         "Current state:",
         *state_lines(world.family, item["state"]),
     ]
 
 
-def _e_context_block(item: Mapping[str, Any]) -> list[str]:
+def _e_context_block(item: Mapping[str, Any], side: Any = None) -> list[str]:
     """The lines an E item shows between the handbook and the candidate: its condition's context, or nothing."""
     context = item.get("context")
     if context not in E_CONTEXTS:
@@ -114,17 +116,20 @@ def _e_context_block(item: Mapping[str, Any]) -> list[str]:
                          f"{item['world_ref']!r} (its context is {e_context(item['world_ref'])!r})")
     if context == "none":
         return []
+    if side is not None:  # a generated pair's target: its own side's context
+        return [side_context_text(side, item["world_ref"]), ""]
     return [condition_context_text(item["world_ref"]), ""]
 
 
-def control_prompt(item: Mapping[str, Any], world: worlds.World, raw: Mapping[str, Any]) -> str:
-    """The user message of a P, R or E item."""
+def control_prompt(item: Mapping[str, Any], world: worlds.World, raw: Mapping[str, Any], side: Any = None) -> str:
+    """The user message of a P, R or E item; ``side`` is the pair side whose target the item is on where it is
+    not a showcase pair's (an E item shows that side's context)."""
     parts = [_INTRO, "", "WORLD HANDBOOK", handbook(raw), ""]
     condition = item["condition"]
     if condition == "P":
         parts += [*_situation(item, world), "", "PROBE STEP", item["probe"], "", "QUESTION"]
         if item["kind"] == "verdict":
-            parts += [f"Is the probe step legal as the next step? {_LEGAL_MEANS}",
+            parts += [f"Is the probe step legal as the next step? {_line_format(world.family).legality}",
                       "Reply with exactly one line:  ANSWER: LEGAL  or  ANSWER: ILLEGAL"]
         else:
             parts += ["The probe step is legal here. What is the exact state right after it?",
@@ -139,10 +144,10 @@ def control_prompt(item: Mapping[str, Any], world: worlds.World, raw: Mapping[st
                   "every hard constraint holds, the budget is kept and the goal holds at the end. Which one?",
                   "Reply with exactly one line:  ANSWER: <artifact id>   (for example  ANSWER: H-0000)"]
     elif condition == "E":
-        parts += _e_context_block(item)
+        parts += _e_context_block(item, side)
         parts += ["CANDIDATE (executed from the initial state, one step per line)",
                   *(f"{i}. {step}" for i, step in enumerate(item["candidate"], start=1)), "", "QUESTION",
-                  f"Execute the candidate step by step. {_LEGAL_MEANS}",
+                  f"Execute the candidate step by step. {_line_format(world.family).legality}",
                   "If some step is illegal, reply with one line  ANSWER: ILLEGAL AT STEP <n>  where n is the number "
                   "of the first illegal step.",
                   "If every step is legal, reply with one line  ANSWER: LEGAL, GOAL MET  or  ANSWER: LEGAL, GOAL NOT MET  "

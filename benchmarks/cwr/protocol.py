@@ -45,6 +45,7 @@ from .metrics import (
     cluster_of,
     clustered_share,
     intervals,
+    mastery_table,
     metrics,
     paired_table,
     paired_units,
@@ -92,7 +93,7 @@ from .spec import (
     gate_at,
 )
 from .splits import SPLIT_FILE, SplitSpec, generated_split, split_spec, splits_table
-from .units import build_units, check_pair_set, pair_rows, run_pairs, spread
+from .units import build_units, check_pair_set, pair_rows, run_pairs, split_controls, spread
 
 __all__ = ["BASELINES_FILE", "CONDITIONS", "CONTROL_CONDITIONS", "GATE", "HERE", "INTERVAL_METHOD", "MAX_NUMBER_DIGITS",
            "PAIRS_FIXTURE", "PAIR_SETS", "PARSE_STATUSES", "PREREG", "PROTOCOL", "SYNTHESIS_CONDITIONS", "AnalysisSpec",
@@ -114,6 +115,16 @@ class CwrSettings:
     units_per_condition: int | None  # reduced pass: units per condition; None measures every unit
     split: str | None = None  # the preregistered generated split measured; None: the showcase pair set
     split_seed_sha256: str | None = None  # a committed split's checked seed hash (the seed is never recorded)
+
+
+def controls_by_world(units: Sequence[Unit]) -> dict[str, dict[str, int]]:
+    """P, R and E units per world they probe (the shipped worlds and the pair targets of the item set)."""
+    out: dict[str, dict[str, int]] = {}
+    for unit in units:
+        if unit.condition in CONTROL_CONDITIONS:
+            row = out.setdefault(unit.world_ref, {c: 0 for c in CONTROL_CONDITIONS})
+            row[unit.condition] += 1
+    return dict(sorted(out.items()))
 
 
 def _positive(flag: str, value: int | None) -> int | None:
@@ -194,7 +205,8 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         return found
 
     def recognize_model(self, name: str) -> None:
-        if name in _scripted.SCENARIOS or name in (_scripted.Flaky.NAME, _scripted.MOTIF_BLIND):
+        if name in _scripted.SCENARIOS or name in (_scripted.Flaky.NAME, _scripted.MOTIF_BLIND,
+                                                   _scripted.FamilySlips.NAME):
             _scripted.register_scenarios()
 
     # units
@@ -205,18 +217,31 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
             return run_pairs()
         return run_pairs(run.settings.split, run.option("seed-file"))
 
+    def controls_name(self, run: ProtocolRun) -> str:
+        """The name of the run's P/R/E item set: the registered set's, or ``<it>:<split>`` for a split run."""
+        name = self.spec.measurement.fixture_set
+        return name if run.settings.split is None else f"{name}:{run.settings.split}"
+
     def fixture_sets(self, run: ProtocolRun) -> dict[str, Any]:
-        """The registered P/R/E item set, and the run's F/C pairs (built by ``worlds``; identified by prompt hashes)."""
+        """The P/R/E items and the run's F/C pairs (built by ``worlds``; identified by prompt hashes).
+
+        On the showcase pair set the items are the registered set; a split run builds its own from the F and C
+        targets of the split's base pairs, so every world it scores carries P, R and E items (a replica is its
+        base relabelled)."""
         name = self.spec.measurement.fixture_set
         if name != "cwr-controls":
             raise UsageProblem(f"[measurement] fixture_set {name!r} in {self.prereg.path} is not a CWR item set; "
                                "the one registered set is 'cwr-controls'")
-        # Generated from the prereg's seeds.fixtures (the registered set's frozen hash holds for its seed).
-        items = build_cwr_items(self.spec.seeds["fixtures"])
-        return {name: items, PAIRS_FIXTURE: pair_rows(self.pairs(run))}
+        pairs = self.pairs(run)
+        seed = self.spec.seeds["fixtures"]
+        if run.settings.split is None:  # generated from the prereg's seeds.fixtures (its frozen hash holds)
+            items = build_cwr_items(seed)
+        else:
+            items = split_controls(pairs, seed)
+        return {self.controls_name(run): items, PAIRS_FIXTURE: pair_rows(pairs)}
 
     def units(self, run: ProtocolRun) -> list[Unit]:
-        items = run.fixture_sets[self.spec.measurement.fixture_set]
+        items = run.fixture_sets[self.controls_name(run)]
         return build_units(items, self.pairs(run), run.settings.units_per_condition)
 
     # measurement
@@ -287,7 +312,7 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
     def grading(self, run: ProtocolRun) -> dict[str, Any]:
         """``grading.json`` and the files under ``grading/``: the worlds, unit inputs and demonstrations the
         units were graded against, and the reference interpreter (see :mod:`benchmarks.cwr.grading`)."""
-        items = run.fixture_sets[self.spec.measurement.fixture_set]
+        items = run.fixture_sets[self.controls_name(run)]
         pairs = self.pairs(run)
         return write_grading(run.dir, run.units, items, pairs, pair_subsets(pairs))
 
@@ -319,6 +344,8 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
             "pair_subsets": pair_subsets(self.pairs(run)),
             "token_counts": token_counts(records),
             "diagnostics": diagnostics(records, self.pairs(run)),
+            "mastery": mastery_table(records),
+            "controls_by_world": controls_by_world(run.units),
         }
 
     # ----------------------------------------------------------------- planned power (benchmarks.core.design)

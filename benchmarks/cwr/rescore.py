@@ -82,6 +82,7 @@ DECORATION = "*_`"
 MAX_DIGITS = 18
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DIGITS = re.compile(r"\d+")
+ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 def read_lines(path):
@@ -150,6 +151,16 @@ def _placement_entry(value):
     return (machine, start), start
 
 
+def _values_entry(value):
+    """(entry, longest numeral) of a wire's ``v1, v2, ...`` value (an opening and a closing bracket allowed), or
+    None.  Its numerals are ASCII digits."""
+    value = value.removeprefix("[").removesuffix("]")
+    numerals = [part.strip() for part in value.split(",")]
+    if not all(ASCII_DIGITS.fullmatch(n) for n in numerals):
+        return None
+    return numerals, max(numerals, key=len)
+
+
 def _counts(entries):
     return {name: int(count) for name, count in entries.items() if int(count) > 0}
 
@@ -160,7 +171,9 @@ def _placements(entries):
 
 #: How each family writes a state entry's value: (read one value, build the state from the entries).  A family
 #: not named here writes counts.
-STATE_ENTRIES = {"token_workshop": (_count_entry, _counts), "schedule": (_placement_entry, _placements)}
+STATE_ENTRIES = {"token_workshop": (_count_entry, _counts), "schedule": (_placement_entry, _placements),
+                 "dataflow": (_values_entry, lambda entries: {name: [int(n) for n in numerals]
+                                                              for name, numerals in entries.items()})}
 
 
 def state_entries(family, lines):
@@ -603,9 +616,15 @@ class Grader:
     def describe(self, raw, canon):
         if raw["family"] == "schedule":
             return {task: {"machine": machine, "start": start} for task, machine, start in canon}
+        if raw["family"] == "dataflow":  # (wires, uses, read): the wires the program bound (inputs have depth 0)
+            return {name: list(values) for name, _, depth, values in canon[0] if depth > 0}
         return {token: count for token, count in canon}
 
     def goal_holds(self, raw, canon):
+        if raw["family"] == "dataflow":
+            goal = raw["goal"]
+            bound = {name: (typ, list(values)) for name, typ, _, values in canon[0]}
+            return bound.get(goal["wire"]) == (goal["type"], [case["expect"] for case in goal["cases"]])
         if raw["family"] == "schedule":
             placed = {task for task, _, _ in canon}
             return all(task in placed for task in raw["goal"]["scheduled"])
@@ -1156,6 +1175,24 @@ def rescore(run_dir, prereg):
         values[f"{condition}.{name}"] = sum(rows) / len(rows) if rows else None
         intervals[f"{condition}.{name}"] = clustered_share(
             [(clusters[item], ok) for item, (cond, _, ok) in correct.items() if cond == condition])
+    # The mastery gate: per family the run scores (an F or C unit of it), P accuracy over the answered P units on
+    # the targets of the scored base pairs; the least of them (a family with no such unit: 0.0).
+    synthesis = [r for r in records if r["condition"] in ("F", "C")]
+    scored_bases = {r["pair_id"].split("~r", 1)[0] for r in synthesis}
+    by_family = {r["family"]: [] for r in synthesis}
+    for r in records:
+        ref = r["world_ref"]
+        if (r["condition"] == "P" and r["item_id"] in correct and r["family"] in by_family and ref.startswith("pair:")
+                and ref.split(":", 2)[1].split("~r", 1)[0] in scored_bases):
+            by_family[r["family"]].append((clusters[r["item_id"]], correct[r["item_id"]][2]))
+    floor = None
+    for family in sorted(by_family):
+        got = by_family[family]
+        share = sum(ok for _, ok in got) / len(got) if got else 0.0
+        if floor is None or share < floor[0]:
+            floor = (share, got)
+    values["mastery.min_family_accuracy"] = None if floor is None else floor[0]
+    intervals["mastery.min_family_accuracy"] = clustered_share([] if floor is None else floor[1])
     for context in ("C", "F", "none"):  # E_C (the seed's main E), E_F, context-free E
         rows = [ok for item, (cond, _, ok) in correct.items() if cond == "E" and contexts[item] == context]
         values[f"E_{context}.units"] = sum(r["condition"] == "E" and r.get("context") == context for r in records)

@@ -136,6 +136,32 @@ class ByCondition(models.Policy):
                 "label": self.label}
 
 
+@dataclass(frozen=True)
+class FamilySlips(models.Policy):
+    """Right on every unit but the P units on ``family``'s worlds, of which one in ``every`` (in item order) is
+    answered wrong; F solved, C not: a model whose pooled P accuracy passes tau while one family's does not."""
+
+    key: AnswerKey
+    family: str
+    every: int
+
+    NAME = "scripted-cwr-program-slips"
+
+    def __call__(self, prompt: str) -> str:
+        unit = self.key.unit(prompt)
+        if unit.condition == "C":
+            return self.key.wrong(prompt)
+        if unit.condition == "P" and unit.family == self.family:
+            probes = sorted(u.item_id for u in self.key.entries.values()
+                            if u.condition == "P" and u.family == self.family)
+            if probes.index(unit.item_id) % self.every == 0:
+                return self.key.wrong(prompt)
+        return self.key.right(prompt)
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": "cwr.FamilySlips", "family": self.family, "every": self.every}
+
+
 #: name -> (conditions answered right, share of C answered right, what the scenario shows)
 SCENARIOS: dict[str, tuple[tuple[str, ...], float, str]] = {
     "scripted-cwr-f-only": (("P", "R", "E", "F"), 1.0, "masters primitives, solves every F target and no C target"),
@@ -161,6 +187,9 @@ def register_scenarios() -> None:
     if models.model_kind(MOTIF_BLIND) is None:
         models.register_model(MOTIF_BLIND, "scripted", "CWR scenario: solves only where a solution avoids the "
                               "withheld motif", _motif_blind)
+    if models.model_kind(FamilySlips.NAME) is None:
+        models.register_model(FamilySlips.NAME, "scripted", "CWR scenario: misses one dataflow P probe in five, "
+                              "every other control right, solves every F target and no C target", _program_slips)
     if models.model_kind(Flaky.NAME) is None:
         models.register_model(Flaky.NAME, "scripted", "CWR scenario: right answers with prose around each "
                               "artifact; about one unit in twelve is a provider error", _flaky)
@@ -204,6 +233,13 @@ def _flaky(*, gold: Any = None, **_: Any) -> Flaky:
 
 
 MOTIF_BLIND = "scripted-cwr-motif-blind"
+
+
+def _program_slips(*, gold: Any = None, **_: Any) -> ScriptedModel:
+    if not isinstance(gold, AnswerKey):
+        raise models.ModelError(f"{FamilySlips.NAME} runs only inside the CWR protocol (it needs the run's answer "
+                                "key)")
+    return ScriptedModel(FamilySlips.NAME, FamilySlips(gold, "dataflow", 5))
 
 
 def _motif_blind(*, gold: Any = None, **_: Any) -> ScriptedModel:

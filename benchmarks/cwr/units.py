@@ -6,11 +6,11 @@ from typing import Any, Mapping, Sequence
 
 from benchmarks.core import sha256_bytes
 from benchmarks.core.protocol import UsageProblem
-from fixtures.cwr import resolve_world
+from fixtures.cwr import build_cwr_items, resolve_control_world
 
 from .pairs import side_motif, synthesis_pairs
 from .prompts import control_prompt
-from .spec import CONTROL_CONDITIONS, PAIR_SETS, PREREG, SYNTHESIS_CONDITIONS, Unit
+from .spec import CONTROL_CONDITIONS, PAIR_SETS, PREREG, SYNTHESIS_CONDITIONS, Unit, base_pair
 from .splits import generated_split
 
 
@@ -41,15 +41,21 @@ def run_pairs(split: str | None = None, seed_file: str | None = None) -> tuple[A
 
 
 
+def split_controls(pairs: Sequence[Any], seed: int) -> dict[str, list[dict[str, Any]]]:
+    """The P/R/E items of a split run: built on both targets of every base pair of the split (a replica is its
+    base relabelled), so every world the run scores is probed."""
+    return build_cwr_items(seed, [p for p in pairs if base_pair(p.pair_id) == p.pair_id])
+
+
 def build_units(items: Mapping[str, Sequence[Mapping[str, Any]]], pairs: Sequence[Any],
                 per_condition: int | None) -> list[Unit]:
     """Every unit of the run in a fixed order: P, R and E items, then the F side and the C side of each pair."""
     units: list[Unit] = []
     for condition in CONTROL_CONDITIONS:
         for item in spread(items[condition], per_condition):
-            world, raw = resolve_world(item["world_ref"])
+            _, world, raw, side = resolve_control_world(item["world_ref"], pairs)
             units.append(Unit(item["item_id"], condition, item["kind"], None, item["world_ref"], world.family,
-                              control_prompt(item, world, raw), item["expected"],
+                              control_prompt(item, world, raw, side), item["expected"],
                               item["context"] if condition == "E" else None))
     chosen = spread(list(pairs), per_condition)
     for condition in SYNTHESIS_CONDITIONS:

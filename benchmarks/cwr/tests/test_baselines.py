@@ -71,7 +71,7 @@ def test_a_renamed_copy_from_another_replica_flags_the_pair():
 
 
 def test_a_flagged_fixture_decides_the_classification():
-    metrics = {"baselines.copy_flagged_pairs": 1.0, "P.accuracy": 1.0, "deficit.lower": 0.5, "deficit.upper": 0.9,
+    metrics = {"baselines.copy_flagged_pairs": 1.0, "mastery.min_family_accuracy": 1.0, "deficit.lower": 0.5, "deficit.upper": 0.9,
                "errored_share": 0.0, "pairs.witness_only": 0.0, "pairs.exposure_unmatched": 0.0,
                "baselines.greedy_solved_share": 0.0, "baselines.random_valid_rate": 0.0}
     assert GATE.evaluate(metrics).label == "FIXTURE_REJECTED_BY_COPY_BASELINE"

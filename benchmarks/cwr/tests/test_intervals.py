@@ -49,6 +49,15 @@ def expected_counts(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         rows = [r for r in answered if r["condition"] == "E" and r["context"] == context]
         out[f"metrics.E_{context}.accuracy"] = out[f"execution_by_context.E_{context}.accuracy"] = counted(
             rows, lambda r: r["correct"])
+    # the mastery table: per family with F/C units, its answered P units on the targets of the scored base pairs
+    bases = {r["pair_id"].split("~r")[0] for r in records if r["condition"] in SYNTHESIS_CONDITIONS}
+    families = sorted({r["family"] for r in records if r["condition"] in SYNTHESIS_CONDITIONS})
+    probes = {f: [r for r in answered if r["condition"] == "P" and r["family"] == f
+                  and r["world_ref"].startswith("pair:") and base_of(r) in bases] for f in families}
+    for family in families:
+        out[f"mastery.{family}.accuracy"] = counted(probes[family], lambda r: r["correct"])
+    least = min(families, key=lambda f: sum(r["correct"] for r in probes[f]) / len(probes[f]))
+    out["metrics.mastery.min_family_accuracy"] = counted(probes[least], lambda r: r["correct"])
     return out
 
 

@@ -26,7 +26,8 @@ _spec.loader.exec_module(rescore)
 
 #: (condition, kind, family) of every reply format the controls read.
 FORMATS = [("P", "verdict", "token_workshop"), ("P", "effect", "token_workshop"), ("P", "effect", "schedule"),
-           ("R", "retrieval", "token_workshop"), ("E", "goal", "token_workshop"), ("E", "goal", "schedule")]
+           ("R", "retrieval", "token_workshop"), ("E", "goal", "token_workshop"), ("E", "goal", "schedule"),
+           ("P", "effect", "dataflow"), ("E", "goal", "dataflow")]
 
 # --------------------------------------------------------------------------- the language, written as regexes
 # The reply formats as backtracking regular expressions: the plainest statement of what the parsers accept, and
@@ -37,6 +38,7 @@ _REF_STATE = re.compile(r"^\s*[*_`]*\s*STATE\s*[*_`]*\s*:\s*[*_`]*\s*(.*?)\s*$",
 _REF_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*$")
 _REF_TOKEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(\d+)")
 _REF_PLACEMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z_][A-Za-z0-9_]*)\s*@\s*(\d+)")
+_REF_WIRE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*\[?\s*((?:[0-9]+\s*,\s*)*[0-9]+)\s*\]?")
 
 
 def _ref_number(digits: str) -> int | None:
@@ -68,8 +70,9 @@ def _ref_state(family: str, text: str) -> tuple[str, Any]:
         m = pattern.fullmatch(line)
         if m is None or m.group(1) in state:
             return "bad_state_block", None
-        number = _ref_number(m.groups()[-1])
-        too_long |= number is None
+        numerals = re.findall(r"\d+", m.groups()[-1])  # one, or a wire's value per case
+        number = _ref_number(numerals[-1])
+        too_long |= any(_ref_number(n) is None for n in numerals)
         state[m.group(1)] = value(m, number)
     if too_long:
         return "number_too_large", None
@@ -80,6 +83,7 @@ def _ref_state(family: str, text: str) -> tuple[str, Any]:
 _REF_LINES = {
     "schedule": (_REF_PLACEMENT, lambda m, number: {"machine": m.group(2), "start": number}, lambda v: True),
     "token_workshop": (_REF_TOKEN, lambda m, number: number, lambda v: v is None or v > 0),
+    "dataflow": (_REF_WIRE, lambda m, number: [int(n) for n in re.findall("[0-9]+", m.group(2))], lambda v: True),
 }
 
 
@@ -147,14 +151,18 @@ _ANY_TEXT = st.text(alphabet=st.characters(codec=None, categories=None), max_siz
 _PAD = st.lists(st.sampled_from(["", " ", "\t", "\u00a0", "*", "**", "_", "`", ".", "\ud800"]), max_size=4).map("".join)
 _VALUE = st.sampled_from(["LEGAL", "illegal", "ILLEGAL AT STEP 2", "illegal at  step 0", "LEGAL, GOAL MET",
                           "legal ,goal not met", "H-0A1F", "[H-0A1F]", "ore = 2", "cut = lathe1 @ 3", "(empty)",
-                          "ILLEGAL AT STEP " + "9" * (MAX_NUMBER_DIGITS + 1), "", "x", "LEGAL ILLEGAL"])
+                          "ILLEGAL AT STEP " + "9" * (MAX_NUMBER_DIGITS + 1), "", "x", "LEGAL ILLEGAL",
+                          "w1 = 1, 2", "w1 = [0 ,3]"])
 _KEY = st.sampled_from(["ANSWER", "answer", "ANſWER", "STATE", "State", "ſtate", "ANSWERS", "STAT"])
 #: A keyed line: padding, key, padding, colon, padding, value, padding (each part may be odd).
 _KEYED_LINE = st.tuples(_PAD, _KEY, _PAD, st.sampled_from([":", ": ", "", "=", "::"]), _PAD, _VALUE, _PAD).map(
     "".join)
 _BLOCK_LINE = st.one_of(_KEYED_LINE, st.sampled_from(["", " ", "```", "```text", "ore = 1", "coal = 0", "ore=1",
                                                       "- cut = lathe1 @ 0", "* t = m @ 1", "`ore = 3`", "-", "EMPTY",
-                                                      "(empty)", "ore = " + "5" * 30, "prose"]), _HOSTILE)
+                                                      "(empty)", "ore = " + "5" * 30, "prose", "w1 = 1, 2",
+                                                      "w2 = [0, 4]", "w3=[1", "w1 = 2 ]", "w1 = 1,,2", "w1 = 1 2",
+                                                      "w1 = [[1]", "w1 = [1, 2]]", "w1 = \u0663", "w1 = 1,\u00a02",
+                                                      "w1 = 0, " + "7" * 19, "w1 = ,1", "w1 = 1,"]), _HOSTILE)
 _LINES = st.tuples(st.lists(_BLOCK_LINE, max_size=8), st.sampled_from(["\n", "\r\n", "\u2028"])).map(
     lambda parts: parts[1].join(parts[0]))
 #: Lines of a synthesis answer: steps and bindings (well formed, odd and near misses), blanks, comments, fences
@@ -190,7 +198,7 @@ def test_control_parsers_never_raise_and_agree_with_the_rescorer_and_the_regex_l
 
 
 @settings(max_examples=200)
-@given(body=st.one_of(_LINES, _HOSTILE), family=st.sampled_from(["token_workshop", "schedule"]))
+@given(body=st.one_of(_LINES, _HOSTILE), family=st.sampled_from(["token_workshop", "schedule", "dataflow"]))
 def test_state_blocks_agree(body: str, family: str) -> None:
     """State blocks behind a legal answer: the state reader is reached on every reply."""
     text = _LEGAL_STATE + body
@@ -272,6 +280,8 @@ SHAPES = {
     "a long state block": lambda n: _LEGAL_STATE + "".join(f"t{i} = {i}\n" for i in range(n // 12)),
     "a long numeral": lambda n: "ANSWER: ILLEGAL AT STEP " + "9" * n,
     "a long state numeral": lambda n: _LEGAL_STATE + "ore =" + " " * (n // 2) + "7" * (n // 2),
+    "a long wire value": lambda n: _LEGAL_STATE + "w1 = [" + "1 , " * (n // 4) + "x",
+    "a wire value of spaced numerals": lambda n: _LEGAL_STATE + "w1 = " + "1 " * (n // 2) + "]",
     "a long name": lambda n: _LEGAL_STATE + "a" * n + " = ",
     "many fences": lambda n: "```\n" * (n // 4),
     "an open fence": lambda n: "```" + "a" * n,

@@ -27,7 +27,7 @@ def test_rule_order():
 
 
 def _metrics(p_accuracy, lower, upper, flagged=0, errored=0.0, witness=0, unmatched=0, greedy=0.0, random=0.0):
-    return {"P.accuracy": p_accuracy, "deficit.lower": lower, "deficit.upper": upper,
+    return {"mastery.min_family_accuracy": p_accuracy, "deficit.lower": lower, "deficit.upper": upper,
             "baselines.copy_flagged_pairs": flagged, "errored_share": errored, "pairs.witness_only": witness,
             "pairs.exposure_unmatched": unmatched, "baselines.greedy_solved_share": greedy,
             "baselines.random_valid_rate": random}
@@ -65,5 +65,5 @@ def test_sensitivity_grid_covers_the_preregistered_point_and_changes_nothing_els
 
 
 def test_unmeasured_metric_is_not_classifiable_in_the_grid():
-    grid = sensitivity_grid({"P.accuracy": 1.0})
+    grid = sensitivity_grid({"mastery.min_family_accuracy": 1.0})
     assert all(g["classification"].startswith("not classifiable") for g in grid)

@@ -9,7 +9,7 @@ The transcription below is written from the Fiction-CWR seed
 * "For each pinned evaluated model meeting a preregistered primitive-mastery
   criterion", tau = 0.90 ("ninety percent requires high prerequisite
   performance"), and "failed design/prerequisite gates block attribution":
-  P accuracy below tau blocks every deficit reading;
+  P accuracy below tau in a family the run scores blocks every deficit reading;
 * "Success criterion: ... lower interval bound reaches the chosen deficit",
   delta = 0.20: lower bound at least delta;
 * "Failure criterion: upper bound below the chosen deficit rejects that size":
@@ -140,7 +140,7 @@ def test_the_preregistration_freezes_the_seed_values():
 def test_compiled_rules_follow_the_seed(flagged: int, p_accuracy: float, bounds: tuple[float, float],
                                         errored: float, gates: Gates):
     lower, upper = sorted(bounds)
-    values = {"baselines.copy_flagged_pairs": float(flagged), "P.accuracy": p_accuracy,
+    values = {"baselines.copy_flagged_pairs": float(flagged), "mastery.min_family_accuracy": p_accuracy,
               "deficit.lower": lower, "deficit.upper": upper, "errored_share": errored, **gates.values()}
     assert GATE.evaluate(values).label == seed_classification(flagged, p_accuracy, lower, upper, errored, gates)
 
@@ -163,6 +163,6 @@ def test_every_seed_outcome_is_reachable_by_the_compiled_rules():
         share = rest[0] if rest else 0.0
         gates = rest[1] if len(rest) > 1 else Gates()
         assert seed_classification(flagged, p_accuracy, lower, upper, share, gates) == label
-        values = {"baselines.copy_flagged_pairs": float(flagged), "P.accuracy": p_accuracy,
+        values = {"baselines.copy_flagged_pairs": float(flagged), "mastery.min_family_accuracy": p_accuracy,
                   "deficit.lower": lower, "deficit.upper": upper, "errored_share": share, **gates.values()}
         assert GATE.evaluate(values).label == label

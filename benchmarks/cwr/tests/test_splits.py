@@ -305,6 +305,25 @@ def test_a_scripted_run_over_the_development_split(pytester: pytest.Pytester, tm
     assert summary["metrics"]["pairs_without_interchangeable.n"] == len(built.pairs)
     assert summary["metrics"]["deficit_exposure_matched.bases"] == len(
         {base_id(p) for p in summary["pair_subsets"]["exposure_matched"]})
+    # controls on every scored world: P, R and E items on both targets of each base pair, and none elsewhere
+    bases = sorted({base_pair(p.pair_id) for p in built.pairs})
+    by_world = summary["controls_by_world"]
+    assert sorted(by_world) == sorted(f"pair:{b}:{side}" for b in bases for side in ("F", "C"))
+    assert all(row["P"] >= 8 and row["R"] == 1 and row["E"] >= 3 for row in by_world.values()), by_world
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    effects = [r for r in records if r["condition"] == "P" and r["kind"] == "effect" and r["family"] == "dataflow"]
+    assert effects and all(r["correct"] and r["parse_status"] == "ok" for r in effects)
+    assert any(" = " in line and "," in line for r in effects for line in r["generation"].splitlines())
+    # the mastery gate per family over the worlds scored: both families probed on every base, all right
+    mastery = summary["mastery"]
+    assert sorted(mastery) == sorted(spec.families)
+    for family, row in mastery.items():
+        assert row["accuracy"] == 1.0 and row["established"], family
+        assert row["worlds_probed"] == 2 * spec.bases_per_family(), family
+        assert row["worlds_scored"] == 2 * spec.bases_per_family() * spec.replicas, family
+        assert row["accuracy_interval"]["low"] < 1.0, family
+    assert summary["metrics"]["mastery.min_family_accuracy"] == 1.0
+    assert "cwr-controls:development" in json.loads((run_dir / "fixtures.json").read_text())["sets"]
     recorded = json.loads((run_dir / SPLIT_FILE).read_text())
     assert recorded == json.loads(json.dumps(built.record))
     fixtures = json.loads((run_dir / "fixtures.json").read_text())

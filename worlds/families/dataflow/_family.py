@@ -60,7 +60,7 @@ class Dataflow:
     grammar_name = "worlds dataflow program grammar v1"
     grammar_digest_text = _text.DATAFLOW_GRAMMAR_TEXT
     reference_sources = (Path(_reference.__file__).resolve(), Path(_dataflow_reference.__file__).resolve())
-    state_lines = None
+    state_lines = _text.STATE_LINES
     generator = _generate.GENERATOR
     #: a World keeps no mapping a program handbook could be rebuilt from
     raw_of_world = None

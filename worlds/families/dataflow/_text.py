@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..._model import StateLineFormat
 from ..._pair_types import Demonstration, PrimitiveExample
 
-__all__ = ["DATAFLOW_GRAMMAR_TEXT", "format_dataflow_state", "render_dataflow_prompt", "render_dataflow_world"]
+__all__ = ["DATAFLOW_GRAMMAR_TEXT", "STATE_LINES", "format_dataflow_state", "render_dataflow_prompt",
+           "render_dataflow_world"]
 
 #: The artifact grammar of a program as shown to a solver (the same text for F and C).
 DATAFLOW_GRAMMAR_TEXT = """\
@@ -17,6 +20,40 @@ arguments in parentheses, separated by commas. An argument is an input or a wire
 earlier line. A wire name is letters, digits and underscores, not starting with a digit.
 Blank lines and lines starting with # are ignored; any other text makes the answer malformed.
 The answer must contain at least one binding."""
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def _bound_wires(described: Mapping[str, Any]) -> dict[str, list[int]]:
+    """The wires a program has bound (inputs, at depth 0, left out) and their values per case."""
+    return {name: list(wire["values"]) for name, wire in described.get("wires", {}).items() if wire["depth"] > 0}
+
+
+def _neighbour(state: Mapping[str, Any]) -> dict[str, Any]:
+    if not state:
+        return {"phantom": [0]}
+    first = min(state)
+    return {**state, first: [state[first][0] + 1, *state[first][1:]]}
+
+
+#: A program's state as lines: one per wire it has bound, ``name = v1, v2, ...`` (its value on each case, in the
+#: handbook's case order; brackets around the values are allowed).  Name characters, whitespace, "=", "[",
+#: digits and "," are classes no neighbouring part shares, so a failed match gives each run back once: linear
+#: time.  Depths and primitive uses are not in the lines; a probe's situation lists the bindings made so far.
+STATE_LINES = StateLineFormat(
+    words="one line per wire the program has bound (inputs left out), written  name = v1, v2, ...  its value on "
+          "each case in the handbook's case order (write (empty) when no wire is bound)",
+    pattern=re.compile(rf"({_NAME})\s*=\s*\[?\s*([0-9]+(?:\s*,\s*[0-9]+)*)\s*\]?"),
+    write=lambda wire, values: f"{wire} = {', '.join(str(v) for v in values)}",
+    read=lambda matches: {name: [int(v) for v in re.findall(r"[0-9]+", m.group(2))] for name, m in matches.items()},
+    neighbour=_neighbour,
+    project=_bound_wires,
+    steps_in_situation=True,
+    legality=("A binding is legal when its primitive exists, it has one argument per parameter, each argument is an "
+              "input or a wire bound on an earlier line and has the parameter's type, its wire name is not bound "
+              "yet, the number of bindings, their total cost and the circuit depth stay within the budget, and no "
+              "primitive is used more often than a constraint allows."),
+)
 
 #: The library operations in words (x1, x2, x3 are the arguments in order).
 _OP_WORDS = {
