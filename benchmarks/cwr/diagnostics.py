@@ -14,6 +14,18 @@
   before its first failure (all steps of a valid answer, none of a malformed
   or unextracted one); its mean per condition beside the targets' mean
   optimum length.
+* **Renaming (by replica)**: F and C validity and the F - C deficit per
+  replica index.  Replica 0 is the base pair; replica k > 0 is the same base
+  under fresh labels, order and ids (the seed's renaming diagnostic with the
+  label scheme held, its labels drawn again): validity that moves with the
+  replica index is label sensitivity, not recombination.
+* **Budget regrade**: every extracted F/C artifact checked again against its
+  target with less slack (the step cap cut to the target's optimum length)
+  and with more (step and cost caps doubled), beside the frozen budget: F
+  and C validity with clustered intervals, the F - C deficit with the rules'
+  interval, and the answers whose verdict the budget changes.  The prompts
+  stated the frozen budget; this asks how much of the contrast rides on the
+  budget's slack, not how a model would answer another stated budget.
 * **Motif avoidance**: a valid F or C answer whose artifact does not realize
   the pair's withheld motif (its production edges, in the target's labels,
   miss the motif).  The seed: "a valid familiar alternative triggers fixture
@@ -26,6 +38,7 @@ here, as in the rules' metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Mapping, Sequence
 
@@ -33,7 +46,7 @@ import worlds
 from benchmarks.core.paired import tango_rao_scott_interval
 
 from .metrics import clustered_share, errored, paired_units, scored
-from .pairs import base_id, side_motif
+from .pairs import base_id, replica_index, side_motif
 from .spec import PREREG, SYNTHESIS_CONDITIONS, CwrRecord
 
 #: The tier of a pair without one (the showcase pairs).
@@ -149,8 +162,60 @@ def motif_avoidance(records: Sequence[CwrRecord], pairs: Sequence[Any]) -> dict[
             "pairs_to_reassess": sorted({u["pair"] for u in units})}
 
 
+def by_replica(records: Sequence[CwrRecord], pairs: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """``{"r<k>": group}`` per replica index (a group as in :func:`by_group`), and the spread of each condition's
+    validity over the replica indices."""
+    replicas: dict[int, set[str]] = {}
+    for pair in pairs:
+        replicas.setdefault(replica_index(pair.pair_id), set()).add(pair.pair_id)
+    groups = {f"r{k}": _group(records, ids) for k, ids in sorted(replicas.items())}
+    spread = {}
+    for condition in SYNTHESIS_CONDITIONS:
+        values = [g[condition]["validity"] for g in groups.values() if g[condition]["validity"] is not None]
+        spread[condition] = max(values) - min(values) if values else None
+    return {"replicas": groups, "validity_spread": spread}
+
+
+#: The budget variants the regrade checks against: (name, the variant's budget from the target's frozen one and
+#: its optimum length).
+BUDGETS = (
+    ("less_slack", lambda b, optimum: dataclasses.replace(b, max_steps=optimum)),
+    ("frozen", lambda b, optimum: b),
+    ("more_slack", lambda b, optimum: dataclasses.replace(b, max_steps=2 * b.max_steps, max_cost=2 * b.max_cost)),
+)
+
+
+def budget_regrade(records: Sequence[CwrRecord], pairs: Sequence[Any]) -> dict[str, Any]:
+    """Per budget variant (:data:`BUDGETS`): F and C validity of the answered units regraded on the target under
+    that budget, the clustered F - C deficit, and per condition the answers whose verdict differs from the frozen
+    budget's."""
+    by_id = {p.pair_id: p for p in pairs}
+    answered = [r for r in scored(records) if r.condition in SYNTHESIS_CONDITIONS and r.pair_id in by_id]
+    frozen = {r.item_id: r.correct for r in answered}
+    out: dict[str, Any] = {}
+    for name, change in BUDGETS:
+        regraded = []
+        for r in answered:
+            side = by_id[r.pair_id].side(r.condition)
+            target = dataclasses.replace(side.target, budget=change(side.target.budget, side.optimum_length))
+            valid = (r.parse_status == "ok" and r.parsed is not None
+                     and worlds.check(target, r.parsed).status is worlds.Status.VALID)
+            regraded.append(dataclasses.replace(r, correct=valid))
+        row: dict[str, Any] = {}
+        for condition in SYNTHESIS_CONDITIONS:
+            side = [r for r in regraded if r.condition == condition]
+            row[condition] = {"units": len(side),
+                              "validity": sum(r.correct for r in side) / len(side) if side else None,
+                              "validity_interval": clustered_share(side, lambda r: r.correct) if side else None,
+                              "changed": sorted(r.item_id for r in side if r.correct != frozen[r.item_id])}
+        row["deficit"] = _deficit(regraded, set(by_id))
+        out[name] = row
+    return out
+
+
 #: The analyses a preregistration may name in ``[diagnostics] analyses``.
-ANALYSES = ("by_family", "by_tier", "execution_interaction", "partial_credit", "motif_avoidance")
+ANALYSES = ("by_family", "by_tier", "execution_interaction", "partial_credit", "motif_avoidance", "by_replica",
+            "budget_regrade")
 
 
 def preregistered_analyses() -> tuple[str, ...]:
@@ -170,7 +235,9 @@ def diagnostics(records: Sequence[CwrRecord], pairs: Sequence[Any]) -> dict[str,
     compute = {"by_family": lambda: groups["by_family"], "by_tier": lambda: groups["by_tier"],
                "execution_interaction": lambda: execution_interaction(records),
                "partial_credit": lambda: partial_credit(records, pairs),
-               "motif_avoidance": lambda: motif_avoidance(records, pairs)}
+               "motif_avoidance": lambda: motif_avoidance(records, pairs),
+               "by_replica": lambda: by_replica(records, pairs),
+               "budget_regrade": lambda: budget_regrade(records, pairs)}
     return {name: compute[name]() for name in wanted}
 
 

@@ -26,6 +26,12 @@ def replica_id(pair_id: str, k: int) -> str:
     return pair_id if k == 0 else f"{pair_id}~r{k}"
 
 
+def replica_index(pair_id: str) -> int:
+    """The replica index of a pair id (``PAIR-X~r2`` -> 2; a base pair is replica 0)."""
+    _, marker, k = pair_id.partition("~r")
+    return int(k) if marker and k.isdigit() else 0
+
+
 def further_replicas(spec: Any, replicas: int) -> list[Any]:
     """Replicas 1..replicas-1 of a pair spec (a showcase spec or a generated base's pinned spec): the spec rebuilt
     through ``worlds.build_pair`` with replica seeds offset by ``k * REPLICA_STRIDE``."""

@@ -89,7 +89,7 @@ def test_every_share_has_its_clustered_interval(pytester: pytest.Pytester, tmp_p
     assert sorted(path for path, _, _ in fields) == sorted(set(expected) | baseline_paths)
     # the diagnostics' shares (validity per family and per tier) each carry their clustered interval
     diagnostic = proportion_fields({"diagnostics": summary["diagnostics"]})
-    assert {path.split(".")[1] for path, _, _ in diagnostic} == {"by_family", "by_tier"}
+    assert {path.split(".")[1] for path, _, _ in diagnostic} == {"by_family", "by_tier", "by_replica", "budget_regrade"}
     for path, value, interval in diagnostic:
         assert interval is not None and value == interval["value"] == interval["k"] / interval["n"], path
         assert interval["method"] == "wilson-rao-scott" and interval["low"] < interval["high"], path
