@@ -2,7 +2,8 @@
 
 * accuracy per condition (F and C validity, P, R and E accuracy, E by context);
 * F against C per base pair (a pair's replicas ``<pair>~r<k>`` pooled into its base pair);
-* the copy, random and greedy baselines beside the model on the F and C sides.
+* the copy, random and greedy baselines beside the model on the F and C sides;
+* primitive mastery per family over the worlds scored (the gate reads the least), with tau.
 """
 
 from __future__ import annotations
@@ -113,4 +114,34 @@ def report_figures(run_dir: Path, summary: Mapping[str, Any]) -> list[Figure]:
     figures.append(Figure("baselines", "Baselines beside the model", fig,
                           "Model validity against the copy baseline (a shipped solution replayed), the random-sample "
                           "valid rate and the greedy planner, per synthesis side."))
+
+    mastery = summary.get("mastery") or {}
+    if mastery:
+        families = sorted(mastery)
+        values = [_value(mastery[f], "accuracy") for f in families]
+        low = [max(0.0, (v or 0.0) - float((mastery[f].get("accuracy_interval") or {}).get("low") or (v or 0.0)))
+               for f, v in zip(families, values)]
+        high = [max(0.0, float((mastery[f].get("accuracy_interval") or {}).get("high") or (v or 0.0)) - (v or 0.0))
+                for f, v in zip(families, values)]
+        tau = next((float(mastery[f]["tau"]) for f in families if isinstance(mastery[f].get("tau"), (int, float))),
+                   None)
+        fig, ax = plt.subplots(figsize=(max(4.5, 1.2 * len(families) + 2), 3.4))
+        _bars(ax, families, values, "#8172b2")
+        ax.errorbar(range(len(families)), [v or 0.0 for v in values], yerr=[low, high], fmt="none", ecolor="black",
+                    capsize=4)
+        if tau is not None:
+            ax.axhline(tau, color="#c44e52", linestyle="--", linewidth=1)
+        ax.set_xticks(range(len(families)), families)
+        ax.set_ylim(0, 1.15)
+        ax.set_ylabel("P accuracy")
+        ax.set_title("Primitive mastery per family (worlds scored)")
+        fig.tight_layout()
+        rows = "; ".join(
+            f"{f}: {mastery[f].get('p_correct')} of {mastery[f].get('p_units')} probes right on "
+            f"{mastery[f].get('worlds_probed')} base targets ({mastery[f].get('worlds_scored')} worlds scored)"
+            f"{'' if mastery[f].get('established') else ', below tau'}" for f in families)
+        figures.append(Figure("mastery_by_family", "Primitive mastery per family", fig,
+                              "P accuracy on the worlds the run scores, per family, with its clustered 95% interval; "
+                              f"the dashed line is tau{'' if tau is None else f' = {tau:.2f}'}, and the mastery gate "
+                              f"reads the least family. {rows}."))
     return figures

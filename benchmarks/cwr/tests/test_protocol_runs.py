@@ -124,6 +124,8 @@ def test_every_classification_is_reachable(pytester: pytest.Pytester, tmp_path: 
     if model == "scripted-cwr-program-slips":
         assert summary["metrics"]["P.accuracy"] >= PREREG.values.thresholds["tau"]
         assert mastery["token_workshop"]["established"] and not mastery["dataflow"]["established"]
+        html = (run_dir / "report.html").read_text()  # the report's mastery figure names the family below tau
+        assert "Primitive mastery per family" in html and "right on 4 base targets (8 worlds scored), below tau" in html
     rescored = rescore(run_dir)
     assert rescored["classification"] == expected_label and rescored["mismatched_units"] == []
     for key, value in rescored["metrics"].items():
