@@ -21,9 +21,10 @@
   replica index is label sensitivity, not recombination.
 * **Budget regrade**: every extracted F/C artifact checked again against its
   target with less slack (the step cap cut to the target's optimum length)
-  and with more (step and cost caps doubled), beside the frozen budget: F
+  and with more (one step more, the cost cap doubled), beside the frozen budget: F
   and C validity with clustered intervals, the F - C deficit with the rules'
-  interval, and the answers whose verdict the budget changes.  The prompts
+  interval, and the answers whose verdict the budget changes (the budgets
+  of the arms in :mod:`.arms`).  The prompts
   stated the frozen budget; this asks how much of the contrast rides on the
   budget's slack, not how a model would answer another stated budget.
 * **Motif avoidance**: a valid F or C answer whose artifact does not realize
@@ -45,6 +46,7 @@ from typing import Any, Mapping, Sequence
 import worlds
 from benchmarks.core.paired import tango_rao_scott_interval
 
+from .arms import ARMS
 from .metrics import clustered_share, errored, paired_units, scored
 from .pairs import base_id, replica_index, side_motif
 from .spec import PREREG, SYNTHESIS_CONDITIONS, CwrRecord
@@ -176,12 +178,22 @@ def by_replica(records: Sequence[CwrRecord], pairs: Sequence[Any]) -> dict[str, 
     return {"replicas": groups, "validity_spread": spread}
 
 
+def _arm_budget(arm: str) -> Any:
+    """A World budget changed as arm ``arm`` changes a world file's (:data:`.arms.ARMS`)."""
+    change = ARMS[arm][0]
+
+    def apply(budget: Any, optimum: int) -> Any:
+        caps = change({"max_steps": budget.max_steps, "max_cost": budget.max_cost}, optimum)
+        return dataclasses.replace(budget, max_steps=caps["max_steps"], max_cost=caps["max_cost"])
+    return apply
+
+
 #: The budget variants the regrade checks against: (name, the variant's budget from the target's frozen one and
-#: its optimum length).
+#: its optimum length): the two arms' budgets beside the frozen one.
 BUDGETS = (
-    ("less_slack", lambda b, optimum: dataclasses.replace(b, max_steps=optimum)),
+    ("less_slack", _arm_budget("budget-less")),
     ("frozen", lambda b, optimum: b),
-    ("more_slack", lambda b, optimum: dataclasses.replace(b, max_steps=2 * b.max_steps, max_cost=2 * b.max_cost)),
+    ("more_slack", _arm_budget("budget-more")),
 )
 
 

@@ -34,6 +34,8 @@ import worlds
 from benchmarks.core import atomic_write_text, sha256_bytes
 from fixtures.cwr import resolve_world
 
+from .pairs import target_ref
+
 GRADING_FILE = "grading.json"
 GRADING_DIR = "grading"
 GRADING_SCHEMA_VERSION = 1
@@ -86,7 +88,7 @@ def _unit_inputs(condition: str, item: Mapping[str, Any]) -> dict[str, Any]:
 
 def grading_material(units: Sequence[Any], items: Mapping[str, Sequence[Mapping[str, Any]]],
                      pairs: Sequence[Any], subsets: Mapping[str, Sequence[str]] | None = None,
-                     ) -> tuple[dict[str, str], dict[str, Any]]:
+                     control_pairs: Sequence[Any] | None = None) -> tuple[dict[str, str], dict[str, Any]]:
     """(file name -> text of every file under ``grading/``, the ``grading.json`` index) for ``units``."""
     files = _Files()
     by_id = {item["item_id"]: item for rows in items.values() for item in rows}
@@ -95,7 +97,7 @@ def grading_material(units: Sequence[Any], items: Mapping[str, Sequence[Mapping[
     index_pairs: dict[str, dict[str, Any]] = {}
     for unit in units:
         if unit.pair_id is None:
-            _, raw = resolve_world(unit.world_ref, pairs)
+            _, raw = resolve_world(unit.world_ref, pairs if control_pairs is None else control_pairs)
             entry = {"world": files.add(unit.world_ref, raw), **_unit_inputs(unit.condition, by_id[unit.item_id])}
         else:
             side = pair_by_id[unit.pair_id].side(unit.condition)
@@ -108,7 +110,7 @@ def grading_material(units: Sequence[Any], items: Mapping[str, Sequence[Mapping[
                       "steps": list(demo.steps)} for i, demo in enumerate(side.demonstrations)]
             index_pairs.setdefault(pair.pair_id, {})[condition] = {
                 "unit": f"{condition}:{pair.pair_id}",
-                "target": files.add(f"pair:{pair.pair_id}:{condition}", _target_raw(side)),
+                "target": files.add(target_ref(pair, condition), _target_raw(side)),
                 "demonstrations": demos}
     texts = dict(files.texts)
     texts[REFERENCE_FILE] = REFERENCE_SOURCE.read_text(encoding="utf-8")
@@ -129,9 +131,10 @@ def grading_material(units: Sequence[Any], items: Mapping[str, Sequence[Mapping[
 
 
 def write_grading(run_dir: Path, units: Sequence[Any], items: Mapping[str, Sequence[Mapping[str, Any]]],
-                  pairs: Sequence[Any], subsets: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+                  pairs: Sequence[Any], subsets: Mapping[str, Sequence[str]] | None = None,
+                  control_pairs: Sequence[Any] | None = None) -> dict[str, Any]:
     """Write every file under ``run_dir/grading/`` and return the index (the caller writes ``grading.json``)."""
-    texts, index = grading_material(units, items, pairs, subsets)
+    texts, index = grading_material(units, items, pairs, subsets, control_pairs)
     for name, text in texts.items():
         atomic_write_text(run_dir / name, text)
     return index

@@ -26,6 +26,17 @@ def replica_id(pair_id: str, k: int) -> str:
     return pair_id if k == 0 else f"{pair_id}~r{k}"
 
 
+#: Prefix of the flag an arm sets on the pairs it changes (``arm:<name>``; benchmarks.cwr.arms).
+ARM_FLAG = "arm:"
+
+
+def target_ref(pair: Any, condition: str) -> str:
+    """The world ref of a pair side's target as F/C units and grading name it: ``pair:<id>:<F|C>``, with
+    ``@<arm>`` after it when a diagnostic arm changed the target (the control items keep the plain ref)."""
+    arm = next((flag[len(ARM_FLAG):] for flag in pair.flags if flag.startswith(ARM_FLAG)), None)
+    return f"pair:{pair.pair_id}:{condition}" + ("" if arm is None else f"@{arm}")
+
+
 def replica_index(pair_id: str) -> int:
     """The replica index of a pair id (``PAIR-X~r2`` -> 2; a base pair is replica 0)."""
     _, marker, k = pair_id.partition("~r")

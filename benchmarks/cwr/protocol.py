@@ -33,6 +33,7 @@ from benchmarks.core.run import ProtocolRun
 from fixtures.cwr import E_CONTEXTS, build_cwr_items
 
 from . import design as _design
+from .arms import ARMS, arm_pairs, check_arm
 from . import figures as _figures
 from . import scripted as _scripted
 from .baselines import pair_baselines
@@ -115,6 +116,7 @@ class CwrSettings:
     units_per_condition: int | None  # reduced pass: units per condition; None measures every unit
     split: str | None = None  # the preregistered generated split measured; None: the showcase pair set
     split_seed_sha256: str | None = None  # a committed split's checked seed hash (the seed is never recorded)
+    arm: str | None = None  # the diagnostic arm measured ([diagnostics] arms); None: the primary measurement
 
 
 def controls_by_world(units: Sequence[Unit]) -> dict[str, dict[str, int]]:
@@ -164,6 +166,9 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
                "instead of the showcase pairs"),
         Option("seed-file", "file holding a committed split's seed (default: the file named by "
                "PREREGBENCH_CWR_SEED_FILE); refused unless its sha256 is the one in prereg.toml"),
+        Option("arm", "measure a preregistered diagnostic arm ([diagnostics] arms in prereg.toml: budget-less, "
+               "budget-more): the F/C prompts state another budget and are graded under it; a diagnostic, "
+               "recorded as a deviation"),
     )
 
     # settings
@@ -183,8 +188,11 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         if split is not None:
             # Before any work: an unknown split, a family the generator cannot draw, a missing or wrong seed.
             committed = generated_split(split, run.option("seed-file")).record["seed_sha256"]
+        arm = run.option("arm")
+        if arm is not None:
+            check_arm(arm)
         return CwrSettings(bounds, _positive("--cwr-units-per-condition", run.option("units-per-condition")),
-                           split, committed)
+                           split, committed, arm)
 
     def options_from_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """The options that give a recorded run's settings (the seed of a committed split comes from the
@@ -192,6 +200,7 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         bounds = dict(settings.get("max_new_tokens") or {})
         frozen = dict(self.spec.measurement.max_new_tokens)
         return {"split": settings.get("split"), "units-per-condition": settings.get("units_per_condition"),
+                "arm": settings.get("arm"),
                 "max-new-tokens": max(bounds.values()) if bounds and bounds != frozen else None}
 
     def deviations(self, run: ProtocolRun) -> list[str]:
@@ -202,6 +211,9 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
                          f"{dict(self.spec.measurement.max_new_tokens)}")
         if run.settings.units_per_condition is not None:
             found.append(f"reduced pass: {run.settings.units_per_condition} units per condition instead of all")
+        if run.settings.arm is not None:
+            found.append(f"diagnostic arm {run.settings.arm}: {ARMS[run.settings.arm][2]}, stated in the F/C prompts "
+                         "and graded under it; not the primary measurement")
         return found
 
     def recognize_model(self, name: str) -> None:
@@ -213,9 +225,13 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
 
     def pairs(self, run: ProtocolRun | None = None) -> tuple[Any, ...]:
         """The run's pairs (the showcase pair set without a run or a split)."""
-        if run is None or run.settings.split is None:
+        if run is None:
             return run_pairs()
-        return run_pairs(run.settings.split, run.option("seed-file"))
+        return arm_pairs(self.control_pairs(run), run.settings.arm)
+
+    def control_pairs(self, run: ProtocolRun) -> tuple[Any, ...]:
+        """The run's pairs as its P/R/E items see them: without the diagnostic arm's changes."""
+        return run_pairs() if run.settings.split is None else run_pairs(run.settings.split, run.option("seed-file"))
 
     def controls_name(self, run: ProtocolRun) -> str:
         """The name of the run's P/R/E item set: the registered set's, or ``<it>:<split>`` for a split run."""
@@ -232,17 +248,16 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         if name != "cwr-controls":
             raise UsageProblem(f"[measurement] fixture_set {name!r} in {self.prereg.path} is not a CWR item set; "
                                "the one registered set is 'cwr-controls'")
-        pairs = self.pairs(run)
         seed = self.spec.seeds["fixtures"]
         if run.settings.split is None:  # generated from the prereg's seeds.fixtures (its frozen hash holds)
             items = build_cwr_items(seed)
         else:
-            items = split_controls(pairs, seed)
-        return {self.controls_name(run): items, PAIRS_FIXTURE: pair_rows(pairs)}
+            items = split_controls(self.control_pairs(run), seed)
+        return {self.controls_name(run): items, PAIRS_FIXTURE: pair_rows(self.pairs(run))}
 
     def units(self, run: ProtocolRun) -> list[Unit]:
         items = run.fixture_sets[self.controls_name(run)]
-        return build_units(items, self.pairs(run), run.settings.units_per_condition)
+        return build_units(items, self.pairs(run), run.settings.units_per_condition, self.control_pairs(run))
 
     # measurement
 
@@ -276,7 +291,7 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
 
     def provenance_extra(self, run: ProtocolRun) -> dict[str, Any]:
         return {"max_new_tokens": run.settings.max_new_tokens, "units": len(run.units), "split": run.settings.split,
-                "split_seed_sha256": run.settings.split_seed_sha256,
+                "split_seed_sha256": run.settings.split_seed_sha256, "arm": run.settings.arm,
                 "pairs": [p.pair_id for p in self.pairs(run)]}
 
     # results
@@ -314,7 +329,7 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         units were graded against, and the reference interpreter (see :mod:`benchmarks.cwr.grading`)."""
         items = run.fixture_sets[self.controls_name(run)]
         pairs = self.pairs(run)
-        return write_grading(run.dir, run.units, items, pairs, pair_subsets(pairs))
+        return write_grading(run.dir, run.units, items, pairs, pair_subsets(pairs), self.control_pairs(run))
 
     def report_figures(self, run_dir: Path, summary: Mapping[str, Any]) -> list[Any]:
         return _figures.report_figures(run_dir, summary)

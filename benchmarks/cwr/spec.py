@@ -92,6 +92,7 @@ class SensitivitySpec:
 @dataclass(frozen=True)
 class DiagnosticsSpec:
     analyses: tuple[str, ...]  # the diagnostic analyses a summary reports (benchmarks.cwr.diagnostics.ANALYSES)
+    arms: tuple[str, ...] = ()  # the diagnostic arms a run may measure (--cwr-arm; benchmarks.cwr.arms.ARMS)
 
 
 @dataclass(frozen=True)

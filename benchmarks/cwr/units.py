@@ -8,7 +8,7 @@ from benchmarks.core import sha256_bytes
 from benchmarks.core.protocol import UsageProblem
 from fixtures.cwr import build_cwr_items, resolve_control_world
 
-from .pairs import side_motif, synthesis_pairs
+from .pairs import side_motif, synthesis_pairs, target_ref
 from .prompts import control_prompt
 from .spec import CONTROL_CONDITIONS, PAIR_SETS, PREREG, SYNTHESIS_CONDITIONS, Unit, base_pair
 from .splits import generated_split
@@ -48,12 +48,16 @@ def split_controls(pairs: Sequence[Any], seed: int) -> dict[str, list[dict[str, 
 
 
 def build_units(items: Mapping[str, Sequence[Mapping[str, Any]]], pairs: Sequence[Any],
-                per_condition: int | None) -> list[Unit]:
-    """Every unit of the run in a fixed order: P, R and E items, then the F side and the C side of each pair."""
+                per_condition: int | None, control_pairs: Sequence[Any] | None = None) -> list[Unit]:
+    """Every unit of the run in a fixed order: P, R and E items, then the F side and the C side of each pair.
+
+    ``control_pairs``: the pairs the P/R/E items were built on, where they are not ``pairs`` (a diagnostic arm
+    changes the F/C targets, never the controls)."""
     units: list[Unit] = []
     for condition in CONTROL_CONDITIONS:
         for item in spread(items[condition], per_condition):
-            _, world, raw, side = resolve_control_world(item["world_ref"], pairs)
+            _, world, raw, side = resolve_control_world(item["world_ref"],
+                                                        pairs if control_pairs is None else control_pairs)
             units.append(Unit(item["item_id"], condition, item["kind"], None, item["world_ref"], world.family,
                               control_prompt(item, world, raw, side), item["expected"],
                               item["context"] if condition == "E" else None))
@@ -62,7 +66,7 @@ def build_units(items: Mapping[str, Sequence[Mapping[str, Any]]], pairs: Sequenc
         for pair in chosen:
             side = pair.side(condition)
             units.append(Unit(f"{condition}:{pair.pair_id}", condition, "synthesis", pair.pair_id,
-                              f"pair:{pair.pair_id}:{condition}", side.target.family, side.prompt_text, None,
+                              target_ref(pair, condition), side.target.family, side.prompt_text, None,
                               target=side.target, motif=side_motif(pair, condition)))
     return units
 
