@@ -137,6 +137,8 @@ def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         raise UsageProblem(f"{run_dir}: not a complete run (summary.json status {_at(summary or {}, ('status',))!r}); "
                            "compare finished runs")
     records = [json.loads(line) for line in records_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not all(isinstance(r, dict) and isinstance(r.get("item_id"), str) for r in records):
+        raise UsageProblem(f"{records_file}: a line is not a record object with an item_id; verify the run first")
     return summary, records
 
 

@@ -109,3 +109,7 @@ def test_an_arm_run_and_its_reading_against_the_primary_run(pytester: pytest.Pyt
     (copy / "summary.json").write_text(json.dumps(other))
     with pytest.raises(UsageProblem, match=r"the runs differ in model.id \('scripted-oracle' and 'another-model'\)"):
         compare_arm(primary, copy)
+    (copy / "records.jsonl").write_text("[1, 2]\n")
+    assert main([str(primary), str(copy)]) == 4
+    (copy / "summary.json").write_text("not json")
+    assert main([str(primary), str(copy)]) == 4
