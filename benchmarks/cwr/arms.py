@@ -58,15 +58,22 @@ ARMS: dict[str, tuple[Callable[[Mapping[str, Any], int], dict[str, Any]], bool, 
 }
 
 
-def check_arm(name: str) -> str:
-    """``name`` if the preregistration lists it and this version defines it; else a one-line usage problem."""
+def preregistered_arms() -> tuple[str, ...]:
+    """The arms ``[diagnostics] arms`` lists, each one defined here (else the import stops, before any work)."""
     listed = tuple(PREREG.values.diagnostics.arms)
+    unknown = [name for name in listed if name not in ARMS]
+    if unknown:
+        raise ValueError(f"benchmarks/cwr/prereg.toml: [diagnostics] arms names {unknown}; this version defines "
+                         f"{', '.join(sorted(ARMS))}")
+    return listed
+
+
+def check_arm(name: str) -> str:
+    """``name`` if the preregistration lists it; else a one-line usage problem."""
+    listed = preregistered_arms()
     if name not in listed:
         raise UsageProblem(f"--cwr-arm {name!r} is not a preregistered arm; [diagnostics] arms in "
                            f"benchmarks/cwr/prereg.toml lists: {', '.join(listed) or 'none'}")
-    if name not in ARMS:
-        raise UsageProblem(f"--cwr-arm {name!r} is preregistered but this version defines only "
-                           f"{', '.join(sorted(ARMS))}")
     return name
 
 
@@ -224,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result, indent=1, sort_keys=True) if args.json else arm_table(result))
     return 0
 
+
+preregistered_arms()  # an arm this version does not define stops the import, before any work
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -15,6 +15,9 @@ from benchmarks.cwr.arms import arm_pairs, arm_table, check_arm, compare_arm, ma
 from benchmarks.cwr.pairs import MOTIF_REQUIRED, side_motif, target_ref
 from benchmarks.cwr.protocol import run_pairs
 
+from benchmarks.core.selfcheck import run_protocol
+from benchmarks.cwr.protocol import HERE
+
 from .test_protocol_runs import SELFCHECK, rescore, run_cwr
 
 RUN_LIBRARIES_FIRST = ("benchmarks.cwr.scripted",)
@@ -25,6 +28,15 @@ def test_an_arm_must_be_preregistered_and_defined() -> None:
     with pytest.raises(UsageProblem, match=r"'budget-wide' is not a preregistered arm; .* lists: budget-less, "
                                            r"budget-more$"):
         check_arm("budget-wide")
+
+
+def test_an_unknown_arm_stops_the_session_before_any_work(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    refused = run_protocol(pytester, HERE, results, "--model", "scripted-oracle", "--cwr-arm", "budget-wide",
+                           in_process=True)
+    out = refused.stdout.str() + refused.stderr.str()
+    assert refused.ret == 4 and "--cwr-arm 'budget-wide' is not a preregistered arm" in out
+    assert not results.exists()
 
 
 def test_less_slack_states_and_grades_the_optimum_as_the_step_cap() -> None:
