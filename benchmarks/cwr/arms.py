@@ -39,7 +39,7 @@ from benchmarks.core.paired import tango_rao_scott_interval
 from benchmarks.core.protocol import UsageProblem
 
 from .pairs import ARM_FLAG, MOTIF_REQUIRED, side_motif
-from .spec import PREREG, base_pair
+from .spec import PREREG, base_pair, preregistered_names
 
 
 def _less(budget: Mapping[str, Any], optimum: int) -> dict[str, Any]:
@@ -60,12 +60,7 @@ ARMS: dict[str, tuple[Callable[[Mapping[str, Any], int], dict[str, Any]], bool, 
 
 def preregistered_arms() -> tuple[str, ...]:
     """The arms ``[diagnostics] arms`` lists, each one defined here (else the import stops, before any work)."""
-    listed = tuple(PREREG.values.diagnostics.arms)
-    unknown = [name for name in listed if name not in ARMS]
-    if unknown:
-        raise ValueError(f"benchmarks/cwr/prereg.toml: [diagnostics] arms names {unknown}; this version defines "
-                         f"{', '.join(sorted(ARMS))}")
-    return listed
+    return preregistered_names("[diagnostics] arms", PREREG.values.diagnostics.arms, sorted(ARMS), "defines")
 
 
 def check_arm(name: str) -> str:

@@ -49,7 +49,7 @@ from benchmarks.core.paired import tango_rao_scott_interval
 from .arms import ARMS
 from .metrics import clustered_share, errored, paired_units, scored
 from .pairs import base_id, replica_index, side_motif
-from .spec import PREREG, SYNTHESIS_CONDITIONS, CwrRecord
+from .spec import PREREG, SYNTHESIS_CONDITIONS, CwrRecord, preregistered_names
 
 #: The tier of a pair without one (the showcase pairs).
 UNTIERED = "untiered"
@@ -231,12 +231,7 @@ ANALYSES = ("by_family", "by_tier", "execution_interaction", "partial_credit", "
 
 
 def preregistered_analyses() -> tuple[str, ...]:
-    analyses = tuple(PREREG.values.diagnostics.analyses)
-    unknown = [a for a in analyses if a not in ANALYSES]
-    if unknown:
-        raise ValueError(f"benchmarks/cwr/prereg.toml: [diagnostics] analyses names {unknown}; this version "
-                         f"computes {', '.join(ANALYSES)}")
-    return analyses
+    return preregistered_names("[diagnostics] analyses", PREREG.values.diagnostics.analyses, ANALYSES, "computes")
 
 
 def diagnostics(records: Sequence[CwrRecord], pairs: Sequence[Any]) -> dict[str, Any]:

@@ -140,7 +140,7 @@ def metrics(records: Sequence[CwrRecord], baseline_summary: Mapping[str, Any] | 
         restricted = paired_table(records, chosen)
         out[f"pairs_{name}.n"] = sum(v for k, v in restricted.items() if k != "unpaired")
         out.update(_deficit(restricted, paired_units(records, chosen), f"deficit_{name}"))
-    out["mastery.min_family_accuracy"] = mastery_floor(records)[0]
+    out["mastery.min_family_accuracy"] = mastery_floor(mastery_rows(records))[0]
     if baseline_summary is not None:
         out.update(attribution_gates(baseline_summary, motif_required, subsets))
     return out
@@ -163,11 +163,10 @@ def mastery_rows(records: Sequence[CwrRecord]) -> dict[str, list[CwrRecord]]:
     return rows
 
 
-def mastery_floor(records: Sequence[CwrRecord]) -> tuple[float | None, str | None]:
+def mastery_floor(rows: Mapping[str, Sequence[CwrRecord]]) -> tuple[float | None, str | None]:
     """(the least per-family P accuracy over the worlds scored, the family it belongs to) that the mastery gate
-    reads; a family with scored worlds and no answered P unit on them has mastery not established (0.0); None
-    when the run scores no F or C unit."""
-    rows = mastery_rows(records)
+    reads, from :func:`mastery_rows`; a family with scored worlds and no answered P unit on them has mastery not
+    established (0.0); None when the run scores no F or C unit."""
     if not rows:
         return None, None
     accuracy = {family: (sum(r.correct for r in got) / len(got) if got else 0.0) for family, got in rows.items()}
@@ -268,9 +267,9 @@ def intervals(records: Sequence[CwrRecord]) -> dict[str, dict[str, Any]]:
     for context in E_CONTEXTS:
         out[f"E_{context}.accuracy"] = clustered_share(
             scored([r for r in records if r.condition == "E" and r.context == context]), lambda r: r.correct)
-    _, family = mastery_floor(records)
-    out["mastery.min_family_accuracy"] = clustered_share(mastery_rows(records)[family] if family else [],
-                                                         lambda r: r.correct)
+    rows = mastery_rows(records)
+    _, family = mastery_floor(rows)
+    out["mastery.min_family_accuracy"] = clustered_share(rows[family] if family else [], lambda r: r.correct)
     return dict(sorted(out.items()))
 
 

@@ -33,9 +33,9 @@ from benchmarks.core.run import ProtocolRun
 from fixtures.cwr import E_CONTEXTS, build_cwr_items
 
 from . import design as _design
-from .arms import ARMS, arm_pairs, check_arm
 from . import figures as _figures
 from . import scripted as _scripted
+from .arms import ARMS, arm_pairs, check_arm
 from .baselines import pair_baselines
 from .diagnostics import diagnostics
 from .grading import (GRADING_FILE, PROGRAM_REFERENCE_FILE, PROGRAM_REFERENCE_SOURCE, REFERENCE_FILE,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 import worlds
 from benchmarks.core import (
@@ -199,6 +199,16 @@ def gate_at(delta: float, tau: float):
     thresholds = {**PREREG.values.thresholds, "delta": float(delta), "tau": float(tau)}
     return PREREG.values.classification.build(thresholds)
 
+
+
+def preregistered_names(key: str, listed: Sequence[str], known: Sequence[str], verb: str) -> tuple[str, ...]:
+    """The names the prereg lists under ``key``, each one this version knows (``known``); else a ValueError naming
+    the others (the callers check at import, so an unknown name stops before any work)."""
+    unknown = [name for name in listed if name not in known]
+    if unknown:
+        raise ValueError(f"benchmarks/cwr/prereg.toml: {key} names {unknown}; this version {verb} "
+                         f"{', '.join(known)}")
+    return tuple(listed)
 
 
 def base_pair(pair_id: str) -> str:
