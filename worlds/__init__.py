@@ -11,7 +11,8 @@ independently written second interpreter for differential replay;
 independent-step order and renaming; ``instantiate_replica``,
 ``abstract_fingerprint`` and ``copy_solves`` compare replicas;
 ``build_showcase_pairs`` builds the F/C pairs (``Pair``, ``PairSide``) with
-their manifests, and ``render_world`` writes a world as handbook text.
+their manifests (replica names drawn by a label scheme, ``LABEL_SCHEMES``), and
+``render_world`` writes a world as handbook text (``RENDERINGS``: prose or tables).
 
 No language model is used anywhere in this package.
 """
@@ -80,6 +81,7 @@ from ._pair_types import (
     PrimitiveExample,
 )
 from ._pairs import (
+    LABEL_SCHEMES,
     Fingerprint,
     Replica,
     abstract_fingerprint,
@@ -90,7 +92,7 @@ from ._pairs import (
 from ._prompt import render_prompt
 from ._reference import Replay
 from ._registry import family_names, get_family, register_family, registered_families, unregister_family
-from ._render import GRAMMAR_TEXT, format_state, raw_of_world, render_world
+from ._render import GRAMMAR_TEXT, RENDERINGS, format_state, raw_of_world, render_world
 from ._showcase import (
     PAIRS_DIR,
     build_pair_from_file,
@@ -140,9 +142,11 @@ def dataflow_worlds() -> tuple[Path, ...]:
 
 
 __all__ = [
+    "LABEL_SCHEMES",
     "DATAFLOW_GRAMMAR_TEXT",
     "DATA_DIR",
     "GRAMMAR_TEXT",
+    "RENDERINGS",
     "MANIFEST_SCHEMA_PATH",
     "MOTIF_REQUIRED",
     "PAIRS_DIR",

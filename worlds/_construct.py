@@ -6,7 +6,8 @@ changed initial state and/or goal, and optionally budget or constraints).
 ``build_pair`` then:
 
 1. instantiates independent F and C target replicas of the base (fresh labels
-   for entities, primitives and types, shuffled declaration order, fresh ids);
+   for entities, primitives and types, drawn by the spec's label scheme,
+   shuffled declaration order, fresh ids);
 2. proves the two targets isomorphic: the base -> replica label maps give an
    explicit bijection, and the reachable state graphs (states within the step
    cap, legal transitions with their costs, goal and final-rule flags) are
@@ -212,8 +213,8 @@ def build_pair(spec: PairSpec) -> tuple[Pair, dict]:
 
 def build_step_pair(spec: PairSpec, base_raw: dict, base: World) -> tuple[Pair, dict]:
     """``build_pair`` of a step-sequence base (``StepFamily``): its mapping without examples, and its world."""
-    f_rep = instantiate_replica(base_raw, spec.f_seed, "W")
-    c_rep = instantiate_replica(base_raw, spec.c_seed, "W")
+    f_rep = instantiate_replica(base_raw, spec.f_seed, "W", spec.labels)
+    c_rep = instantiate_replica(base_raw, spec.c_seed, "W", spec.labels)
     if f_rep.world.id == c_rep.world.id:
         raise PairConstructionError(f"{spec.pair_id}: F and C targets got the same id; use other seeds")
     shared = (set(f_rep.entities.values()) | set(f_rep.primitives.values()) | set(f_rep.types.values())) & (
@@ -288,5 +289,5 @@ def build_step_pair(spec: PairSpec, base_raw: dict, base: World) -> tuple[Pair, 
     facts["witness_hidden"] = all(_witness_hidden(sides[k], facts[f"enum_{k}"]) for k in ("F", "C"))
     novelty = MOTIF_REQUIRED if required else WITNESS_ONLY
     flags = [] if required else ["witness_only"]
-    pair = Pair(spec.pair_id, base.family, sides["F"], sides["C"], novelty, tuple(flags), {}, motif)
+    pair = Pair(spec.pair_id, base.family, sides["F"], sides["C"], novelty, tuple(flags), {}, motif, spec)
     return pair, facts

@@ -358,8 +358,8 @@ class Family(Protocol):
 
     # ---- pairs ---------------------------------------------------------------------
 
-    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str) -> Any:
-        """A fresh-label, reshuffled ``Replica`` of a base mapping."""
+    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str, labels: str = "letters") -> Any:
+        """A fresh-label (scheme ``labels``, ``worlds.LABEL_SCHEMES``), reshuffled ``Replica`` of a base mapping."""
 
     def isomorphism(self, a: Any, b: Any, enum_a: Any = None, enum_b: Any = None) -> dict:
         """Prove two replicas of one base isomorphic under their label bijection (raises PairConstructionError)."""
@@ -373,14 +373,17 @@ class Family(Protocol):
 
     # ---- text ----------------------------------------------------------------------
 
-    def render_handbook(self, raw: Mapping[str, Any]) -> str:
-        """The complete world as handbook text, from a validated mapping."""
+    def render_handbook(self, raw: Mapping[str, Any], rendering: str = "prose") -> str:
+        """The complete world as handbook text, from a validated mapping, in ``rendering`` (``prose``: declarations
+        as lines of words; ``tables``: as Markdown tables; the rules in the same words)."""
 
     def format_state(self, described: Any) -> str:
         """A described state in words."""
 
-    def render_prompt(self, target_raw: Mapping[str, Any], demos: Sequence[Any], examples: Sequence[Any]) -> str:
-        """The F/C synthesis prompt body of one side (the same template for F and C)."""
+    def render_prompt(self, target_raw: Mapping[str, Any], demos: Sequence[Any], examples: Sequence[Any],
+                      rendering: str = "prose") -> str:
+        """The F/C synthesis prompt body of one side (the same template for F and C), its handbook in
+        ``rendering``."""
 
     # ---- tiers and manifest facts --------------------------------------------------
 

@@ -37,6 +37,9 @@ class PairSpec:
     source: file the spec came from.
     base_raw: the base world mapping itself, when it does not come from a
         file (the seeded generator); ``base`` then only names it.
+    labels: the label scheme the replicas' fresh names are drawn by
+        (``worlds.LABEL_SCHEMES``; every frozen pair uses ``letters``, the
+        renaming diagnostic rebuilds a pair with another).
     """
 
     pair_id: str
@@ -50,6 +53,7 @@ class PairSpec:
     motif: tuple[str, str, str] | None = None
     source: str = "<spec>"
     base_raw: dict | None = None
+    labels: str = "letters"
 
 
 def load_pair_spec(path: str | Path) -> PairSpec:

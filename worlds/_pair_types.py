@@ -101,6 +101,9 @@ class Pair:
     flags: tuple[str, ...]
     manifest: dict = field(compare=False)
     motif: tuple = ()
+    #: the pair spec it was built from (``dataclasses.replace`` it and ``worlds.build_pair`` it again to rebuild
+    #: the pair with other replica seeds or another label scheme, every audit run again).
+    spec: Any = field(default=None, repr=False, compare=False)
 
     def side(self, condition: str) -> PairSide:
         if condition not in ("F", "C"):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._checker import Status, check
+from ._errors import WorldsError
 from ._enumerate import Bounds, enumerate_solutions, grounded_steps
 from ._graph import reachable_graph
 from ._loader import world_from_mapping
@@ -28,6 +29,7 @@ from ._registry import get_family
 from ._signature import motif_signature
 
 __all__ = [
+    "LABEL_SCHEMES",
     "Fingerprint",
     "Replica",
     "abstract_fingerprint",
@@ -35,6 +37,7 @@ __all__ = [
     "fresh_names",
     "instantiate_replica",
     "instantiate_step_replica",
+    "label_scheme",
     "rename_mapping",
     "translate_steps",
 ]
@@ -93,15 +96,59 @@ def translate_steps(solution, ent: Mapping[str, str], prim: Mapping[str, str]) -
     return tuple(out)
 
 
-def fresh_names(rng: random.Random, n: int, taken: set[str], accept=lambda name: True) -> list[str]:
-    """``n`` fresh six-letter names drawn from ``rng``, none in ``taken`` (which grows by them), each ``accept``-ed."""
+_CONSONANTS = "bdfgklmnprstvz"
+_VOWELS = "aeiou"
+
+
+def _letters_label(rng: random.Random) -> str:
+    return "".join(rng.choice(_LETTERS) for _ in range(6))
+
+
+def _syllables_label(rng: random.Random) -> str:
+    return "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(3))
+
+
+#: How a replica's fresh names are drawn.  ``letters`` (every frozen pair's scheme): six random lowercase
+#: letters (``xqbunk``).  ``syllables`` (the renaming diagnostic's): three consonant-vowel syllables, a
+#: pronounceable nonce word (``tavoki``), which a tokenizer splits differently and a reader can say.
+LABEL_SCHEMES = {"letters": _letters_label, "syllables": _syllables_label}
+
+
+def label_scheme(name: str):
+    """The label drawer of scheme ``name`` (a WorldsError naming the schemes for an unknown one)."""
+    if name not in LABEL_SCHEMES:
+        raise WorldsError(f"label scheme {name!r} is unknown; the schemes are {', '.join(LABEL_SCHEMES)}")
+    return LABEL_SCHEMES[name]
+
+
+def fresh_names(rng: random.Random, n: int, taken: set[str], accept=lambda name: True,
+                labels: str = "letters") -> list[str]:
+    """``n`` fresh names of scheme ``labels`` for ``rng``, none in ``taken`` (which grows by them), each
+    ``accept``-ed.
+
+    The draws from ``rng`` are the same whatever the scheme (six random letters per name), so the id and the
+    declaration order a replica draws after its names do not change with the scheme: another scheme replaces
+    each drawn name by one of its own, drawn from a generator seeded by the scheme and the drawn names.
+    """
+    draw = label_scheme(labels)
+    before = set(taken)
     out: list[str] = []
     while len(out) < n:
-        name = "".join(rng.choice(_LETTERS) for _ in range(6))
+        name = _letters_label(rng)
         if name not in taken and accept(name):
             taken.add(name)
             out.append(name)
-    return out
+    if labels == "letters":
+        return out
+    other = random.Random(f"{labels}/{'/'.join(out)}")
+    taken.difference_update(out)
+    replaced: list[str] = []
+    while len(replaced) < n:
+        name = draw(other)
+        if name not in before and name not in taken and accept(name):
+            taken.add(name)
+            replaced.append(name)
+    return replaced
 
 
 def _shuffled_dict(rng: random.Random, d: dict) -> dict:
@@ -110,12 +157,14 @@ def _shuffled_dict(rng: random.Random, d: dict) -> dict:
     return dict(items)
 
 
-def instantiate_replica(raw: Mapping[str, Any], seed: int, id_prefix: str = "R") -> Replica:
-    """A replica of base mapping ``raw`` with fresh labels, shuffled order and a fresh id, by its family."""
-    return get_family(raw.get("family")).instantiate_replica(raw, seed, id_prefix)
+def instantiate_replica(raw: Mapping[str, Any], seed: int, id_prefix: str = "R", labels: str = "letters") -> Replica:
+    """A replica of base mapping ``raw`` with fresh labels (of scheme ``labels``), shuffled order and a fresh
+    id, by its family."""
+    return get_family(raw.get("family")).instantiate_replica(raw, seed, id_prefix, labels)
 
 
-def instantiate_step_replica(fam, raw: Mapping[str, Any], seed: int, id_prefix: str) -> Replica:
+def instantiate_step_replica(fam, raw: Mapping[str, Any], seed: int, id_prefix: str,
+                             labels: str = "letters") -> Replica:
     """The replica of a step-sequence base (``StepFamily``): fresh names for the entities, for the primitives
     when the family relabels them and for the types ``fam.type_labels`` names; the tables and lists the family
     names shuffled, in that order."""
@@ -126,7 +175,7 @@ def instantiate_step_replica(fam, raw: Mapping[str, Any], seed: int, id_prefix: 
     kinds = fam.type_labels(raw)
     taken = set(ents) | {p.name for p in base.primitives} | set(kinds) | set(base.entity_types)
     taken |= fam.reserved_labels(raw)
-    fresh = fresh_names(rng, len(ents) + len(prims) + len(kinds), taken)
+    fresh = fresh_names(rng, len(ents) + len(prims) + len(kinds), taken, labels=labels)
     ent = dict(zip(ents, fresh))
     prim = dict(zip(prims, fresh[len(ents) :]))
     types = dict(zip(kinds, fresh[len(ents) + len(prims) :]))

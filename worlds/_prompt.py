@@ -13,18 +13,21 @@ from typing import Any
 from ._loader import world_from_mapping
 from ._pair_types import Demonstration, PrimitiveExample
 from ._registry import get_family
-from ._render import GRAMMAR_TEXT, render_world
+from ._render import GRAMMAR_TEXT, check_rendering, render_world
 
 __all__ = ["render_prompt", "render_step_prompt"]
 
 
-def render_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration], examples: Sequence[PrimitiveExample]) -> str:
-    """The F/C synthesis prompt body of a side, by its target's family (same template for F and C)."""
-    return get_family(target_raw["family"]).render_prompt(target_raw, demos, examples)
+def render_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration], examples: Sequence[PrimitiveExample],
+                  rendering: str = "prose") -> str:
+    """The F/C synthesis prompt body of a side, by its target's family (same template for F and C), with the
+    handbook in ``rendering`` (``worlds.RENDERINGS``)."""
+    check_rendering(rendering)
+    return get_family(target_raw["family"]).render_prompt(target_raw, demos, examples, rendering)
 
 
 def render_step_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration],
-                       examples: Sequence[PrimitiveExample]) -> str:
+                       examples: Sequence[PrimitiveExample], rendering: str = "prose") -> str:
     """The step-sequence prompt body: handbook, examples, demonstrations, goal, grammar."""
     fam = target_raw["family"]
     family = get_family(fam)
@@ -34,7 +37,7 @@ def render_step_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstrat
         "no other entities, actions or effects exist. Find a sequence of steps that reaches the goal.",
         "",
         "=== HANDBOOK ===",
-        render_world(target_raw).rstrip("\n"),
+        render_world(target_raw, rendering).rstrip("\n"),
         "",
         "=== ONE-STEP EXAMPLES ===",
         "Each example applies one step to the state shown (these states are illustrations, not your start).",

@@ -7,6 +7,12 @@ typed parameters and effect, the hard constraints with their scope, the
 budget, the initial state and the goal.  Declaration order follows the
 mapping (a replica's shuffled order is kept); a ``World`` without its mapping
 is written in sorted order (``raw_of_world``).
+
+A handbook has two faithful renderings (``RENDERINGS``): ``prose`` (every
+frozen prompt's) writes each declaration as a line of words; ``tables`` (the
+representation diagnostic's) writes the same declarations as Markdown tables,
+with the kind of world, the rules of execution, the constraints, the budget,
+the start and the goal in the same words.
 """
 
 from __future__ import annotations
@@ -19,8 +25,11 @@ from ._loader import world_from_mapping
 from ._model import World
 from ._registry import get_family
 
-__all__ = ["GRAMMAR_TEXT", "constraints_and_budget", "counts_text", "format_state", "raw_of_world", "render_world",
-           "step_handbook"]
+__all__ = ["GRAMMAR_TEXT", "RENDERINGS", "check_rendering", "constraints_and_budget", "counts_text", "format_state",
+           "markdown_table", "raw_of_world", "render_world", "step_handbook"]
+
+#: The handbook renderings: declarations as lines of words, or as Markdown tables.
+RENDERINGS = ("prose", "tables")
 
 #: The artifact grammar as shown to a solver (the same text for F and C).
 GRAMMAR_TEXT = """\
@@ -54,14 +63,29 @@ def format_state(family: str, described: Any) -> str:
     return get_family(family).format_state(described)
 
 
-def render_world(world_or_raw: World | Mapping[str, Any]) -> str:
-    """The complete world as handbook text (validated first; raises WorldFileError on a bad mapping)."""
+def check_rendering(rendering: str) -> str:
+    """``rendering`` if it is one of ``RENDERINGS``; else a WorldsError naming them."""
+    if rendering not in RENDERINGS:
+        raise WorldsError(f"handbook rendering {rendering!r} is unknown; the renderings are {', '.join(RENDERINGS)}")
+    return rendering
+
+
+def render_world(world_or_raw: World | Mapping[str, Any], rendering: str = "prose") -> str:
+    """The complete world as handbook text in ``rendering`` (validated first; raises WorldFileError on a bad
+    mapping)."""
+    check_rendering(rendering)
     if isinstance(world_or_raw, World):
         m = raw_of_world(world_or_raw)
     else:
         world_from_mapping(dict(world_or_raw))
         m = dict(world_or_raw)
-    return get_family(m["family"]).render_handbook(m)
+    return get_family(m["family"]).render_handbook(m, rendering)
+
+
+def markdown_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """Lines of a Markdown table (cells as given; ``|`` never occurs in a world's names or numbers)."""
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
+        "| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
 
 
 def step_handbook(m: Mapping[str, Any], body: list[str]) -> str:

@@ -205,8 +205,8 @@ class StepFamily:
         """Names a replica keeps and no fresh label may take (default: none)."""
         return set()
 
-    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str):
-        return instantiate_step_replica(self, raw, seed, id_prefix)
+    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str, labels: str = "letters"):
+        return instantiate_step_replica(self, raw, seed, id_prefix, labels)
 
     def isomorphism(self, a, b, enum_a=None, enum_b=None) -> dict:
         return step_isomorphism(a, b)
@@ -224,12 +224,12 @@ class StepFamily:
 
     # ---- text ----------------------------------------------------------------------
 
-    def handbook_lines(self, raw: Mapping[str, Any]) -> list[str]:
-        """The handbook's lines after its heading."""
+    def handbook_lines(self, raw: Mapping[str, Any], rendering: str = "prose") -> list[str]:
+        """The handbook's lines after its heading, in ``rendering`` (``worlds.RENDERINGS``)."""
         raise WorldsError(f"no handbook renderer for family {self.name!r}")
 
-    def render_handbook(self, raw: Mapping[str, Any]) -> str:
-        return step_handbook(raw, self.handbook_lines(raw))
+    def render_handbook(self, raw: Mapping[str, Any], rendering: str = "prose") -> str:
+        return step_handbook(raw, self.handbook_lines(raw, rendering))
 
     def format_state(self, described: Any) -> str:
         raise WorldsError(f"no state renderer for family {self.name!r}")
@@ -242,8 +242,8 @@ class StepFamily:
         """The goal in words, as the prompt's task states it."""
         raise self._lacks("prompt text")
 
-    def render_prompt(self, target_raw, demos, examples) -> str:
-        return render_step_prompt(target_raw, demos, examples)
+    def render_prompt(self, target_raw, demos, examples, rendering: str = "prose") -> str:
+        return render_step_prompt(target_raw, demos, examples, rendering)
 
     # ---- tiers and manifest facts --------------------------------------------------
 

@@ -339,8 +339,8 @@ class Dataflow:
         """The primitive a binding applies."""
         return bindings([step])[0].name
 
-    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str):
-        return _pairs.instantiate_dataflow_replica(raw, seed, id_prefix)
+    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str, labels: str = "letters"):
+        return _pairs.instantiate_dataflow_replica(raw, seed, id_prefix, labels)
 
     # ---- text (``_text``) ---------------------------------------------------------
 

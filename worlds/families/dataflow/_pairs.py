@@ -234,15 +234,17 @@ def translate_program(solution, ent: Mapping[str, str], prim: Mapping[str, str])
     return tuple(_translate_binding(b, ent, prim) for b in bindings(solution))
 
 
-def instantiate_dataflow_replica(raw: Mapping[str, Any], seed: int, id_prefix: str = "R") -> Replica:
-    """A replica of a dataflow base mapping with fresh labels, shuffled declaration order and a fresh id."""
+def instantiate_dataflow_replica(raw: Mapping[str, Any], seed: int, id_prefix: str = "R",
+                                 labels: str = "letters") -> Replica:
+    """A replica of a dataflow base mapping with fresh labels (of scheme ``labels``), shuffled declaration order
+    and a fresh id."""
     rng = random.Random(seed)
     ents = sorted(raw["inputs"]) + [raw["goal"]["wire"]]
     prims = sorted(p["name"] for p in raw["primitives"])
     kinds = sorted(raw["types"])
     taken = set(ents) | set(prims) | set(kinds) | set(OPS)
     fresh = fresh_names(rng, len(ents) + len(prims) + len(kinds), taken,
-                        accept=lambda name: not CANONICAL_WIRE.match(name))
+                        accept=lambda name: not CANONICAL_WIRE.match(name), labels=labels)
     ent = dict(zip(ents, fresh))
     prim = dict(zip(prims, fresh[len(ents):]))
     types = dict(zip(kinds, fresh[len(ents) + len(prims):]))
@@ -389,8 +391,8 @@ def build_dataflow_pair(spec, base_raw: dict, base: World) -> tuple[Pair, dict]:
     """
     if spec.base_raw is None or spec.f_demo is None or spec.c_demo is None or spec.motif is None:
         raise PairConstructionError(f"{spec.pair_id}: a dataflow pair spec pins its base mapping, demonstrations and motif")
-    f_rep = instantiate_dataflow_replica(base_raw, spec.f_seed, "W")
-    c_rep = instantiate_dataflow_replica(base_raw, spec.c_seed, "W")
+    f_rep = instantiate_dataflow_replica(base_raw, spec.f_seed, "W", spec.labels)
+    c_rep = instantiate_dataflow_replica(base_raw, spec.c_seed, "W", spec.labels)
     if f_rep.world.id == c_rep.world.id:
         raise PairConstructionError(f"{spec.pair_id}: F and C targets got the same id; use other seeds")
     labels = lambda r: set(r.entities.values()) | set(r.primitives.values()) | set(r.types.values())  # noqa: E731
@@ -448,7 +450,7 @@ def build_dataflow_pair(spec, base_raw: dict, base: World) -> tuple[Pair, dict]:
                 for sol in facts[f"enum_{k}"].solutions) for k in ("F", "C"))
     novelty = MOTIF_REQUIRED if required else WITNESS_ONLY
     flags = () if required else ("witness_only",)
-    pair = Pair(spec.pair_id, "dataflow", sides["F"], sides["C"], novelty, flags, {}, spec.motif)
+    pair = Pair(spec.pair_id, "dataflow", sides["F"], sides["C"], novelty, flags, {}, spec.motif, spec)
     return pair, facts
 
 

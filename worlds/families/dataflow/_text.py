@@ -8,6 +8,7 @@ from typing import Any
 
 from ..._model import StateLineFormat
 from ..._pair_types import Demonstration, PrimitiveExample
+from ..._render import markdown_table
 
 __all__ = ["DATAFLOW_GRAMMAR_TEXT", "STATE_LINES", "format_dataflow_state", "render_dataflow_prompt",
            "render_dataflow_world"]
@@ -92,24 +93,40 @@ def _example_text(ex: PrimitiveExample) -> str:
     return f"{head} -> invalid ({ex.reason}): {ex.message}."
 
 
-def render_dataflow_world(raw: Mapping[str, Any]) -> str:
-    """A dataflow world as a complete handbook: types, inputs, primitives, cases, goal, constraints, budget."""
+def _signature(p: Mapping[str, Any]) -> str:
+    return f"{p['name']}(" + ", ".join(f"x{k + 1}: {t}" for k, t in enumerate(p.get("params", []))) + ")"
+
+
+def render_dataflow_world(raw: Mapping[str, Any], rendering: str = "prose") -> str:
+    """A dataflow world as a complete handbook: types, inputs, primitives, cases, goal, constraints, budget (the
+    types, inputs, primitives and cases as lines of words, or as tables for ``rendering="tables"``)."""
     lines = [f"World {raw['id']} (family dataflow): {raw['title']}.",
              "A program is a list of bindings; each applies one primitive to wires bound earlier (inputs are",
              "bound from the start) and binds the result to a fresh wire. The program runs on every case below at",
              "once, so each wire holds one value per case.",
              "", "Value types (a value of type T is an integer from 0 to m - 1; every result is reduced modulo",
              "the modulus m of the primitive's result type):"]
-    lines += [f"  - {t}: integers modulo {m}" for t, m in raw["types"].items()]
-    lines += ["", "Inputs:"] + [f"  - {n}: {t}" for n, t in raw["inputs"].items()]
-    lines += ["", "Primitives:"]
-    for p in raw["primitives"]:
-        params = ", ".join(f"x{k + 1}: {t}" for k, t in enumerate(p.get("params", [])))
-        words = _OP_WORDS[p["op"]].format(value=p.get("value", 0))
-        lines.append(f"  - {p['name']}({params}) -> {p['result']}, cost {p['cost']}: {words}")
-    lines += ["", "Cases (input values, and the value the goal wire must hold):"]
-    lines += _case_lines(raw)
+    words = {p["name"]: _OP_WORDS[p["op"]].format(value=p.get("value", 0)) for p in raw["primitives"]}
     g = raw["goal"]
+    if rendering == "tables":
+        lines += [""] + markdown_table(["type", "modulus m"], [[t, m] for t, m in raw["types"].items()])
+        lines += ["", "Inputs:", ""] + markdown_table(["input", "type"], [[n, t] for n, t in raw["inputs"].items()])
+        lines += ["", "Primitives:", ""]
+        lines += markdown_table(["primitive(argument: type)", "result type", "cost", "value"],
+                                [[_signature(p), p["result"], p["cost"], words[p["name"]]] for p in raw["primitives"]])
+        lines += ["", "Cases (input values, and the value the goal wire must hold):", ""]
+        order = list(raw["inputs"])
+        lines += markdown_table(["case", *order, f"{g['wire']} (goal)"],
+                                [[i, *(c["inputs"][n] for n in order), c["expect"]]
+                                 for i, c in enumerate(g["cases"], 1)])
+    else:
+        lines += [f"  - {t}: integers modulo {m}" for t, m in raw["types"].items()]
+        lines += ["", "Inputs:"] + [f"  - {n}: {t}" for n, t in raw["inputs"].items()]
+        lines += ["", "Primitives:"]
+        lines += [f"  - {_signature(p)} -> {p['result']}, cost {p['cost']}: {words[p['name']]}"
+                  for p in raw["primitives"]]
+        lines += ["", "Cases (input values, and the value the goal wire must hold):"]
+        lines += _case_lines(raw)
     lines += ["", f"Goal: bind the wire {g['wire']} with a value of type {g['type']} equal to the expected value on "
                   "every case."]
     rules = []
@@ -133,14 +150,14 @@ def _case_lines(raw: Mapping[str, Any]) -> list[str]:
 
 
 def render_dataflow_prompt(target_raw: Mapping[str, Any], demos: Sequence[Demonstration],
-                           examples: Sequence[PrimitiveExample]) -> str:
+                           examples: Sequence[PrimitiveExample], rendering: str = "prose") -> str:
     """The F/C synthesis prompt body of a dataflow side (same template for F and C)."""
     lines = [
         "You are given a complete, closed world. Everything that exists and every rule is stated below;",
         "no other values, primitives or effects exist. Write a program that reaches the goal.",
         "",
         "=== HANDBOOK ===",
-        render_dataflow_world(target_raw).rstrip("\n"),
+        render_dataflow_world(target_raw, rendering).rstrip("\n"),
         "",
         "=== ONE-STEP EXAMPLES ===",
         "Each example applies one binding to the wires shown (illustrations, not your inputs).",

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._model import StateLineFormat, World
-from ..._render import constraints_and_budget
+from ..._render import constraints_and_budget, markdown_table
 
 __all__ = ["STATE_LINES", "format_state", "goal_words", "handbook_lines", "raw_of_world", "situation_lines"]
 
@@ -38,20 +38,29 @@ def format_state(described: Mapping[str, Any]) -> str:
     return "timetable: " + "; ".join(parts)
 
 
-def handbook_lines(m: Mapping[str, Any]) -> list[str]:
-    """The handbook's lines after its heading: machines, tasks, the primitive, rules, constraints, budget, goal."""
+def handbook_lines(m: Mapping[str, Any], rendering: str = "prose") -> list[str]:
+    """The handbook's lines after its heading: machines, tasks, the primitive, rules, constraints, budget, goal
+    (the machines and tasks as lines of words, or as tables for ``rendering="tables"``)."""
     b = m["budget"]
     out = [
         "Kind of world: a timetable. The state is the set of tasks placed so far, each on a machine at a start time.",
         "",
         "Machine kinds: " + ", ".join(m["machine_kinds"]) + ".",
-        "Machines (name: kind, cost per time unit):",
     ]
-    out += [f"- {k}: {v['kind']}, rate {v['rate']}" for k, v in m["machines"].items()]
-    out += ["", "Tasks (name: duration, machine kind, must start after these tasks end):"]
-    for t in m["tasks"]:
-        after = ", ".join(t.get("after", [])) or "none"
-        out.append(f"- {t['name']}: duration {t['duration']}, kind {t['kind']}, after: {after}")
+    if rendering == "tables":
+        out += ["Machines:", ""] + markdown_table(["machine", "kind", "cost per time unit"],
+                                                  [[k, v["kind"], v["rate"]] for k, v in m["machines"].items()])
+        out += ["", "Tasks (a task must start after the tasks in its 'after' column end):", ""]
+        out += markdown_table(["task", "duration", "machine kind", "after"],
+                              [[t["name"], t["duration"], t["kind"], ", ".join(t.get("after", [])) or "none"]
+                               for t in m["tasks"]])
+    else:
+        out += ["Machines (name: kind, cost per time unit):"]
+        out += [f"- {k}: {v['kind']}, rate {v['rate']}" for k, v in m["machines"].items()]
+        out += ["", "Tasks (name: duration, machine kind, must start after these tasks end):"]
+        for t in m["tasks"]:
+            after = ", ".join(t.get("after", [])) or "none"
+            out.append(f"- {t['name']}: duration {t['duration']}, kind {t['kind']}, after: {after}")
     out += [
         "",
         "Primitive:",

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..._model import StateLineFormat, World
-from ..._render import constraints_and_budget, counts_text
+from ..._render import constraints_and_budget, counts_text, markdown_table
 
 __all__ = ["STATE_LINES", "format_state", "goal_words", "handbook_lines", "raw_of_world", "situation_lines"]
 
@@ -45,28 +45,40 @@ def format_state(described: Mapping[str, int]) -> str:
     return "inventory: " + (counts_text(described) if described else "empty")
 
 
-def handbook_lines(m: Mapping[str, Any]) -> list[str]:
-    """The handbook's lines after its heading: tokens, recipes, rules, constraints, budget, start and goal."""
+def _signature(r: Mapping[str, Any]) -> str:
+    return f"{r['name']}(" + ", ".join(f"{p['name']}: {p['type']}" for p in r.get("params", [])) + ")"
+
+
+def handbook_lines(m: Mapping[str, Any], rendering: str = "prose") -> list[str]:
+    """The handbook's lines after its heading: tokens, recipes, rules, constraints, budget, start and goal (the
+    tokens and recipes as lines of words, or as tables for ``rendering="tables"``)."""
     cap = m["budget"]["inventory_cap"]
     out = [
         "Kind of world: a workshop. The state is an inventory: how many units of each token are held.",
         "",
         "Token types: " + ", ".join(m["token_types"]) + ".",
-        "Tokens (name: type):",
     ]
-    out += [f"- {k}: {v}" for k, v in m["tokens"].items()]
-    out += ["", "Primitives (recipes). A step names a recipe and binds each of its parameters to a token of the parameter's type."]
-    for r in m["recipes"]:
-        params = r.get("params", [])
-        sig = ", ".join(f"{p['name']}: {p['type']}" for p in params)
-        out.append(f"- {r['name']}({sig})")
-        out.append(f"    consumes: {counts_text(r.get('inputs', {}))}")
-        cats = r.get("catalysts", [])
-        out.append(
-            "    catalysts (must be held, not consumed): " + (", ".join(cats) if cats else "none")
-        )
-        out.append(f"    produces: {counts_text(r['outputs'])}")
-        out.append(f"    cost: {r['cost']}")
+    recipes_head = "Primitives (recipes). A step names a recipe and binds each of its parameters to a token of the parameter's type."
+    if rendering == "tables":
+        out += ["Tokens:", ""] + markdown_table(["token", "type"], [[k, v] for k, v in m["tokens"].items()])
+        out += ["", recipes_head, ""]
+        out += markdown_table(
+            ["recipe(parameter: type)", "consumes", "catalysts (must be held, not consumed)", "produces", "cost"],
+            [[_signature(r), counts_text(r.get("inputs", {})), ", ".join(r.get("catalysts", [])) or "none",
+              counts_text(r["outputs"]), r["cost"]] for r in m["recipes"]])
+    else:
+        out += ["Tokens (name: type):"]
+        out += [f"- {k}: {v}" for k, v in m["tokens"].items()]
+        out += ["", recipes_head]
+        for r in m["recipes"]:
+            out.append(f"- {_signature(r)}")
+            out.append(f"    consumes: {counts_text(r.get('inputs', {}))}")
+            cats = r.get("catalysts", [])
+            out.append(
+                "    catalysts (must be held, not consumed): " + (", ".join(cats) if cats else "none")
+            )
+            out.append(f"    produces: {counts_text(r['outputs'])}")
+            out.append(f"    cost: {r['cost']}")
     out += [
         "",
         "Rules of execution:",
