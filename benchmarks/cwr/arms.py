@@ -1,11 +1,9 @@
-"""Fiction-CWR diagnostic arms: the run's F/C pairs with another stated budget (``--cwr-arm NAME``).
+"""Fiction-CWR diagnostic arms: the run's F/C pairs under another budget or label scheme (``--cwr-arm NAME``).
 
 An arm is preregistered by name in ``[diagnostics] arms``; its definition is
-here.  Each changes the budget of every F and C target, states the changed
-budget in the synthesis prompt (the prompt is rendered again from the changed
-world with the side's own demonstrations and examples) and grades against the
-changed world.  The P/R/E items are the run's usual ones, so an arm run and a
-run without an arm pair unit by unit (``preregbench compare``).
+here.  Each changes every F and C target and its synthesis prompt and grades
+against the changed world.  The P/R/E items are the run's usual ones, so an
+arm run and a run without an arm pair unit by unit (``preregbench compare``).
 
 * ``budget-less``: the step cap cut to the target's optimum length (no step
   slack; the cost cap kept).  Every bounded solution under it is one under
@@ -15,7 +13,22 @@ run without an arm pair unit by unit (``preregbench compare``).
   budget, and a pair with a target solvable without the motif is relabelled
   witness-only (the witness-only gate then reads it).  The copy baseline is
   computed on the changed targets as always.
+* ``renaming-syllables`` (the renaming diagnostic): every pair built again
+  from its own spec (same base, replica seeds, source variants) with the
+  fresh names drawn as pronounceable nonce words (``tavoki``) instead of six
+  random letters (``xqbunk``); ids and declaration order change with them.
+  Demonstrations are chosen on the base's labels, so both sides show the
+  same demonstrations and examples, relabelled; the isomorphism, copy and
+  witness audits run again on the rebuilt targets.
+* ``representation-tables`` (the representation diagnostic): the same
+  targets, prompts written again with the handbook's declarations (tokens
+  and recipes; machines and tasks; types, inputs, primitives and cases) as
+  Markdown tables instead of lines of words; the kind of world, rules,
+  constraints, budget, start, goal, examples and demonstration keep their
+  words.
 
+A budget arm's prompt is rendered again from the changed world with the
+side's own demonstrations and examples, so it states the changed budget.
 An arm run is a diagnostic: its deviations say so, and its label is not the
 protocol's claim.  ``python -m benchmarks.cwr.arms PRIMARY_RUN ARM_RUN`` reads
 it against the run without an arm of the same model, split and settings: per
@@ -31,6 +44,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import worlds
@@ -50,11 +64,30 @@ def _more(budget: Mapping[str, Any], optimum: int) -> dict[str, Any]:
     return {**budget, "max_steps": budget["max_steps"] + 1, "max_cost": 2 * budget["max_cost"]}
 
 
-#: name -> (the arm's budget from the target's frozen budget and optimum length, whether it can admit new
-#: solutions (so the novelty is audited again), what it is in words).
-ARMS: dict[str, tuple[Callable[[Mapping[str, Any], int], dict[str, Any]], bool, str]] = {
-    "budget-less": (_less, False, "the step cap cut to each target's optimum length"),
-    "budget-more": (_more, True, "one step more and twice the cost cap on every target"),
+Budget = Callable[[Mapping[str, Any], int], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A diagnostic arm: what it is in words, and one of: the budget it gives a target (from the target's frozen
+    budget and optimum length; ``widens``: it can admit new solutions, so the novelty is audited again), the
+    label scheme the pair is rebuilt under (``worlds.LABEL_SCHEMES``), the handbook rendering of the prompts
+    (``worlds.RENDERINGS``)."""
+
+    what: str
+    budget: Budget | None = None
+    widens: bool = False
+    labels: str | None = None
+    rendering: str | None = None
+
+
+ARMS: dict[str, Arm] = {
+    "budget-less": Arm("the step cap cut to each target's optimum length", budget=_less),
+    "budget-more": Arm("one step more and twice the cost cap on every target", budget=_more, widens=True),
+    "renaming-syllables": Arm("every pair rebuilt with pronounceable nonce labels (three consonant-vowel "
+                              "syllables) instead of six random letters", labels="syllables"),
+    "representation-tables": Arm("every handbook's declarations written as Markdown tables instead of lines of "
+                                 "words (the same world, rules and evidence)", rendering="tables"),
 }
 
 
@@ -72,13 +105,20 @@ def check_arm(name: str) -> str:
     return name
 
 
-def _side(side: Any, change: Callable[[Mapping[str, Any], int], dict[str, Any]]) -> Any:
+def _side(side: Any, change: Budget) -> Any:
     raw = copy.deepcopy(dict(side.target_raw))
     raw["budget"] = change(raw["budget"], side.optimum_length)
     target = worlds.world_from_mapping({k: v for k, v in raw.items() if k != "examples"},
                                        source=f"arm of {side.target.id}")
     prompt = worlds.render_prompt(raw, side.demonstrations, side.primitive_examples)
     return dataclasses.replace(side, target=target, target_raw=raw, prompt_text=prompt)
+
+
+def _rendered(side: Any, rendering: str) -> Any:
+    """``side`` with its prompt written again, its handbook in ``rendering`` (world, demonstrations and examples
+    unchanged)."""
+    prompt = worlds.render_prompt(side.target_raw, side.demonstrations, side.primitive_examples, rendering)
+    return dataclasses.replace(side, prompt_text=prompt)
 
 
 def _still_required(pair: Any) -> bool:
@@ -92,13 +132,36 @@ def _still_required(pair: Any) -> bool:
     return True
 
 
+def _relabelled(pair: Any, labels: str, name: str) -> Any:
+    """``pair`` built again from its spec with the replicas' names drawn by label scheme ``labels``: the same
+    base, seeds, source variants and demonstration choice (made on the base's labels), every construction audit
+    run again.  The manifest, novelty and flags stay the pair's (all of them are facts of the base)."""
+    if pair.spec is None:
+        raise UsageProblem(f"arm {name}: pair {pair.pair_id} carries no pair spec to rebuild it from")
+    try:
+        rebuilt, _ = worlds.build_pair(dataclasses.replace(pair.spec, labels=labels))
+    except worlds.WorldsError as exc:
+        raise UsageProblem(f"arm {name}: pair {pair.pair_id} cannot be rebuilt with {labels} labels: "
+                           f"{str(exc).splitlines()[0]}") from None
+    if rebuilt.motif != pair.motif:
+        raise UsageProblem(f"arm {name}: pair {pair.pair_id} rebuilt with {labels} labels withholds "
+                           f"{rebuilt.motif}, not {pair.motif}; the pair's construction is label dependent")
+    return dataclasses.replace(rebuilt, manifest=pair.manifest, novelty=pair.novelty, flags=pair.flags)
+
+
 def arm_pair(pair: Any, name: str) -> Any:
     """``pair`` under arm ``name``: both targets with the arm's budget, prompts rendered again, novelty audited
-    again where the arm can admit new solutions."""
-    change, widens, _ = ARMS[name]
-    changed = dataclasses.replace(pair, f=_side(pair.f, change), c=_side(pair.c, change),
-                                  flags=(*pair.flags, f"{ARM_FLAG}{name}"))
-    if widens and pair.novelty == MOTIF_REQUIRED and not _still_required(changed):
+    again where the arm can admit new solutions; or the pair rebuilt under the arm's label scheme."""
+    arm = ARMS[name]
+    flags = (*pair.flags, f"{ARM_FLAG}{name}")
+    if arm.labels is not None:
+        return dataclasses.replace(_relabelled(pair, arm.labels, name), flags=flags)
+    if arm.rendering is not None:
+        return dataclasses.replace(pair, f=_rendered(pair.f, arm.rendering), c=_rendered(pair.c, arm.rendering),
+                                   flags=flags)
+    assert arm.budget is not None, name
+    changed = dataclasses.replace(pair, f=_side(pair.f, arm.budget), c=_side(pair.c, arm.budget), flags=flags)
+    if arm.widens and pair.novelty == MOTIF_REQUIRED and not _still_required(changed):
         changed = dataclasses.replace(changed, novelty=worlds.WITNESS_ONLY)
     return changed
 
@@ -170,7 +233,7 @@ def compare_arm(primary_dir: Path, arm_dir: Path) -> dict[str, Any]:
     for label, records in (("primary", primary_records), ("arm", arm_records)):
         answered[label] = {r["item_id"]: (r["pair_id"], bool(r["correct"])) for r in records
                            if r.get("condition") in ("F", "C") and r.get("generation_error") is None}
-    out: dict[str, Any] = {"arm": name, "definition": ARMS.get(name, (None, None, "unknown"))[2],
+    out: dict[str, Any] = {"arm": name, "definition": ARMS[name].what if name in ARMS else "unknown",
                            "primary_run": primary.get("run_id"), "arm_run": arm.get("run_id"),
                            "classifications": {"primary": _at(primary, ("classifications", "cwr")),
                                                "arm": _at(arm, ("classifications", "cwr"))}}

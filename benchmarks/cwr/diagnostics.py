@@ -180,7 +180,8 @@ def by_replica(records: Sequence[CwrRecord], pairs: Sequence[Any]) -> dict[str, 
 
 def _arm_budget(arm: str) -> Any:
     """A World budget changed as arm ``arm`` changes a world file's (:data:`.arms.ARMS`)."""
-    change = ARMS[arm][0]
+    change = ARMS[arm].budget
+    assert change is not None, f"arm {arm} does not change the budget"
 
     def apply(budget: Any, optimum: int) -> Any:
         caps = change({"max_steps": budget.max_steps, "max_cost": budget.max_cost}, optimum)

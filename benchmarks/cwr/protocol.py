@@ -167,8 +167,9 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         Option("seed-file", "file holding a committed split's seed (default: the file named by "
                "PREREGBENCH_CWR_SEED_FILE); refused unless its sha256 is the one in prereg.toml"),
         Option("arm", "measure a preregistered diagnostic arm ([diagnostics] arms in prereg.toml: budget-less, "
-               "budget-more): the F/C prompts state another budget and are graded under it; a diagnostic, "
-               "recorded as a deviation"),
+               "budget-more, renaming-syllables, representation-tables): the F/C prompts state another budget, "
+               "name everything with another label scheme or write the handbook as tables, and are graded "
+               "under it; a diagnostic, recorded as a deviation"),
     )
 
     # settings
@@ -212,7 +213,7 @@ class CwrProtocol(Protocol[Unit, CwrRecord]):
         if run.settings.units_per_condition is not None:
             found.append(f"reduced pass: {run.settings.units_per_condition} units per condition instead of all")
         if run.settings.arm is not None:
-            found.append(f"diagnostic arm {run.settings.arm}: {ARMS[run.settings.arm][2]}, stated in the F/C prompts "
+            found.append(f"diagnostic arm {run.settings.arm}: {ARMS[run.settings.arm].what}, in the F/C prompts "
                          "and graded under it; not the primary measurement")
         return found
 

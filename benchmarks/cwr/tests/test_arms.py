@@ -1,9 +1,11 @@
-"""The diagnostic arms (``--cwr-arm``): the pairs under another stated budget, a whole arm run with the rescorer
-agreeing, and the arm read against the primary run (``python -m benchmarks.cwr.arms``)."""
+"""The diagnostic arms (``--cwr-arm``): the pairs under another stated budget or label scheme, whole arm runs with
+the rescorer agreeing, and an arm read against the primary run (``python -m benchmarks.cwr.arms``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -26,7 +28,7 @@ RUN_LIBRARIES_FIRST = ("benchmarks.cwr.scripted",)
 def test_an_arm_must_be_preregistered_and_defined() -> None:
     assert check_arm("budget-less") == "budget-less"
     with pytest.raises(UsageProblem, match=r"'budget-wide' is not a preregistered arm; .* lists: budget-less, "
-                                           r"budget-more$"):
+                                           r"budget-more, renaming-syllables, representation-tables$"):
         check_arm("budget-wide")
 
 
@@ -79,6 +81,69 @@ def test_more_slack_audits_the_novelty_again() -> None:
     assert changed > 0  # the showcase set has such targets
 
 
+#: A name of the ``syllables`` scheme: three consonant-vowel syllables.
+SYLLABLES = re.compile(r"(?:[bdfgklmnprstvz][aeiou]){3}")
+
+
+def _labels(side) -> set[str]:
+    rep = side.replica
+    return set(rep.entities.values()) | set(rep.primitives.values()) | set(rep.types.values())
+
+
+@pytest.mark.parametrize("split", [None, "selfcheck"])
+def test_renaming_rebuilds_every_pair_under_the_other_label_scheme(split: str | None) -> None:
+    """The same bases, seeds and demonstrations, every fresh name drawn as a nonce word; the rebuilt targets are the
+    old ones up to renaming (isomorphic under the label maps) and no old label is left in a prompt."""
+    seed_file = str(Path(__file__).parents[1] / "selfcheck.seed") if split else None
+    pairs = run_pairs(split, seed_file)
+    armed = arm_pairs(pairs, "renaming-syllables")
+    assert {p.family for p in pairs} == ({"schedule", "token_workshop"} if split is None
+                                         else {"token_workshop", "dataflow"})
+    for before, after in zip(pairs, armed, strict=True):
+        assert after.pair_id == before.pair_id and after.motif == before.motif and after.novelty == before.novelty
+        assert after.flags == (*before.flags, "arm:renaming-syllables") and after.manifest == before.manifest
+        assert target_ref(after, "C") == f"pair:{after.pair_id}:C@renaming-syllables"
+        for condition in ("F", "C"):
+            old, new = before.side(condition), after.side(condition)
+            # only the names change: same id and declaration order, and the two replicas of the base isomorphic
+            assert new.target.id == old.target.id and new.optimum_length == old.optimum_length
+            assert list(new.target_raw) == list(old.target_raw)
+            worlds.get_family(after.family).isomorphism(old.replica, new.replica)
+            assert [d.base_steps for d in new.demonstrations] == [d.base_steps for d in old.demonstrations]
+            fresh = _labels(new)
+            assert fresh and all(SYLLABLES.fullmatch(name) for name in fresh), sorted(fresh)
+            words = set(re.findall(r"[a-z]+", new.prompt_text))
+            assert not words & _labels(old), (after.pair_id, condition, sorted(words & _labels(old)))
+        assert not _labels(after.f) & _labels(after.c)  # the two sides still share no label
+
+
+def test_representation_writes_the_handbook_as_tables_and_keeps_the_world() -> None:
+    pairs = run_pairs()
+    armed = arm_pairs(pairs, "representation-tables")
+    for before, after in zip(pairs, armed, strict=True):
+        assert after.flags == (*before.flags, "arm:representation-tables") and after.novelty == before.novelty
+        for condition in ("F", "C"):
+            old, new = before.side(condition), after.side(condition)
+            assert new.target is old.target and new.demonstrations == old.demonstrations
+            handbook = worlds.render_world(old.target_raw).rstrip("\n")
+            tables = worlds.render_world(old.target_raw, "tables").rstrip("\n")
+            assert new.prompt_text == old.prompt_text.replace(handbook, tables) != old.prompt_text
+            assert "\n|---|" in new.prompt_text
+
+
+def test_a_pair_that_cannot_be_rebuilt_is_a_usage_problem() -> None:
+    pair = run_pairs()[0]
+    with pytest.raises(UsageProblem, match=r"^arm renaming-syllables: pair PAIR-SCH-01 carries no pair spec"):
+        arm_pairs((dataclasses.replace(pair, spec=None),), "renaming-syllables")
+    clash = dataclasses.replace(pair, spec=dataclasses.replace(pair.spec, c_seed=pair.spec.f_seed))
+    with pytest.raises(UsageProblem, match=r"^arm renaming-syllables: pair PAIR-SCH-01 cannot be rebuilt with "
+                                           r"syllables labels: PAIR-SCH-01: F and C targets got the same id"):
+        arm_pairs((clash,), "renaming-syllables")
+    with pytest.raises(worlds.WorldsError, match=r"^label scheme 'runes' is unknown; the schemes are letters, "
+                                                r"syllables$"):
+        worlds.build_pair(dataclasses.replace(pair.spec, labels="runes"))
+
+
 def test_an_arm_run_and_its_reading_against_the_primary_run(pytester: pytest.Pytester, tmp_path: Path) -> None:
     _, _, primary = run_cwr(pytester, tmp_path / "primary", "--model", "scripted-oracle", *SELFCHECK,
                             in_process=True)
@@ -125,3 +190,29 @@ def test_an_arm_run_and_its_reading_against_the_primary_run(pytester: pytest.Pyt
     assert main([str(primary), str(copy)]) == 4
     (copy / "summary.json").write_text("not json")
     assert main([str(primary), str(copy)]) == 4
+    # the renaming arm: graded on the rebuilt targets, which name everything with nonce words
+    _, _, renamed = run_cwr(pytester, tmp_path / "renamed", "--model", "scripted-oracle", *SELFCHECK,
+                            "--cwr-arm", "renaming-syllables", in_process=True)
+    summary = json.loads((renamed / "summary.json").read_text())
+    assert any(d.startswith("diagnostic arm renaming-syllables: every pair rebuilt with pronounceable")
+               for d in summary["deviations"])
+    rescored = rescore(renamed)
+    assert rescored["classification"] == summary["classifications"]["cwr"] and rescored["mismatched_units"] == []
+    grading = json.loads((renamed / "grading.json").read_text())
+    worlds_graded = {e["world"] for u, e in grading["units"].items() if u[0] in "FC"}
+    assert len(worlds_graded) == 16 and all(w.endswith("@renaming-syllables.json") for w in worlds_graded)
+    for world_file in worlds_graded:
+        graded = json.loads((renamed / world_file).read_text())
+        names = [e for e, _ in worlds.world_from_mapping(graded).entities]
+        assert names and all(SYLLABLES.fullmatch(n) for n in names if not n.startswith("w")), names
+    got = compare_arm(primary, renamed)
+    assert (got["F"]["units"], got["C"]["units"]) == (8, 8) and got["C"]["arm_validity"] == 1.0
+    # the representation arm: the same worlds, the prompts' handbooks as tables
+    _, _, tabled = run_cwr(pytester, tmp_path / "tabled", "--model", "scripted-oracle", *SELFCHECK,
+                           "--cwr-arm", "representation-tables", in_process=True)
+    summary = json.loads((tabled / "summary.json").read_text())
+    rescored = rescore(tabled)
+    assert rescored["classification"] == summary["classifications"]["cwr"] and rescored["mismatched_units"] == []
+    prompts = [json.loads(line) for line in (tabled / "records.jsonl").read_text().splitlines()]
+    assert all("\n|---|" in r["prompt"] for r in prompts if r["condition"] in "FC")
+    assert compare_arm(primary, tabled)["F"]["arm_validity"] == 1.0
