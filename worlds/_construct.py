@@ -63,7 +63,7 @@ from ._loader import world_from_mapping
 from ._model import World
 from ._pair_spec import PairSpec
 from ._pair_types import MOTIF_REQUIRED, WITNESS_ONLY, Demonstration, Pair, PairSide
-from ._pairs import instantiate_replica
+from ._pairs import instantiate_replica, replica_labels
 from ._prompt import render_prompt
 from ._registry import get_family
 from ._signature import motif_signature
@@ -214,12 +214,10 @@ def build_pair(spec: PairSpec) -> tuple[Pair, dict]:
 def build_step_pair(spec: PairSpec, base_raw: dict, base: World) -> tuple[Pair, dict]:
     """``build_pair`` of a step-sequence base (``StepFamily``): its mapping without examples, and its world."""
     f_rep = instantiate_replica(base_raw, spec.f_seed, "W", spec.labels)
-    c_rep = instantiate_replica(base_raw, spec.c_seed, "W", spec.labels)
+    c_rep = instantiate_replica(base_raw, spec.c_seed, "W", spec.labels, avoid=replica_labels(f_rep))
     if f_rep.world.id == c_rep.world.id:
         raise PairConstructionError(f"{spec.pair_id}: F and C targets got the same id; use other seeds")
-    shared = (set(f_rep.entities.values()) | set(f_rep.primitives.values()) | set(f_rep.types.values())) & (
-        set(c_rep.entities.values()) | set(c_rep.primitives.values()) | set(c_rep.types.values())
-    )
+    shared = replica_labels(f_rep) & replica_labels(c_rep)
     if shared:
         raise PairConstructionError(
             f"{spec.pair_id}: F and C targets share the labels {sorted(shared)}; use other seeds"

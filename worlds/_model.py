@@ -358,8 +358,10 @@ class Family(Protocol):
 
     # ---- pairs ---------------------------------------------------------------------
 
-    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str, labels: str = "letters") -> Any:
-        """A fresh-label (scheme ``labels``, ``worlds.LABEL_SCHEMES``), reshuffled ``Replica`` of a base mapping."""
+    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str, labels: str = "letters",
+                            avoid: Any = frozenset()) -> Any:
+        """A fresh-label (scheme ``labels``, ``worlds.LABEL_SCHEMES``; no name in ``avoid``, the other side's),
+        reshuffled ``Replica`` of a base mapping."""
 
     def isomorphism(self, a: Any, b: Any, enum_a: Any = None, enum_b: Any = None) -> dict:
         """Prove two replicas of one base isomorphic under their label bijection (raises PairConstructionError)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ __all__ = [
     "instantiate_replica",
     "instantiate_step_replica",
     "label_scheme",
+    "replica_labels",
     "rename_mapping",
     "translate_steps",
 ]
@@ -122,16 +123,18 @@ def label_scheme(name: str):
 
 
 def fresh_names(rng: random.Random, n: int, taken: set[str], accept=lambda name: True,
-                labels: str = "letters") -> list[str]:
+                labels: str = "letters", avoid: Set[str] = frozenset()) -> list[str]:
     """``n`` fresh names of scheme ``labels`` for ``rng``, none in ``taken`` (which grows by them), each
     ``accept``-ed.
 
     The draws from ``rng`` are the same whatever the scheme (six random letters per name), so the id and the
     declaration order a replica draws after its names do not change with the scheme: another scheme replaces
-    each drawn name by one of its own, drawn from a generator seeded by the scheme and the drawn names.
+    each drawn name by one of its own, drawn from a generator seeded by the scheme and the drawn names, and
+    skips the names in ``avoid`` (the other side's: a smaller space than six letters can repeat one).  Under
+    ``letters`` ``avoid`` is not read (the pair build refuses two sides that share a name).
     """
     draw = label_scheme(labels)
-    before = set(taken)
+    blocked = set(taken) | set(avoid)
     out: list[str] = []
     while len(out) < n:
         name = _letters_label(rng)
@@ -145,9 +148,10 @@ def fresh_names(rng: random.Random, n: int, taken: set[str], accept=lambda name:
     replaced: list[str] = []
     while len(replaced) < n:
         name = draw(other)
-        if name not in before and name not in taken and accept(name):
-            taken.add(name)
+        if name not in blocked and accept(name):
+            blocked.add(name)
             replaced.append(name)
+    taken.update(replaced)
     return replaced
 
 
@@ -157,14 +161,20 @@ def _shuffled_dict(rng: random.Random, d: dict) -> dict:
     return dict(items)
 
 
-def instantiate_replica(raw: Mapping[str, Any], seed: int, id_prefix: str = "R", labels: str = "letters") -> Replica:
-    """A replica of base mapping ``raw`` with fresh labels (of scheme ``labels``), shuffled order and a fresh
-    id, by its family."""
-    return get_family(raw.get("family")).instantiate_replica(raw, seed, id_prefix, labels)
+def instantiate_replica(raw: Mapping[str, Any], seed: int, id_prefix: str = "R", labels: str = "letters",
+                        avoid: Set[str] = frozenset()) -> Replica:
+    """A replica of base mapping ``raw`` with fresh labels (of scheme ``labels``, none in ``avoid``), shuffled
+    order and a fresh id, by its family."""
+    return get_family(raw.get("family")).instantiate_replica(raw, seed, id_prefix, labels, avoid)
+
+
+def replica_labels(replica: Replica) -> set[str]:
+    """Every fresh name a replica gave (entities, primitives, types)."""
+    return set(replica.entities.values()) | set(replica.primitives.values()) | set(replica.types.values())
 
 
 def instantiate_step_replica(fam, raw: Mapping[str, Any], seed: int, id_prefix: str,
-                             labels: str = "letters") -> Replica:
+                             labels: str = "letters", avoid: Set[str] = frozenset()) -> Replica:
     """The replica of a step-sequence base (``StepFamily``): fresh names for the entities, for the primitives
     when the family relabels them and for the types ``fam.type_labels`` names; the tables and lists the family
     names shuffled, in that order."""
@@ -175,7 +185,7 @@ def instantiate_step_replica(fam, raw: Mapping[str, Any], seed: int, id_prefix: 
     kinds = fam.type_labels(raw)
     taken = set(ents) | {p.name for p in base.primitives} | set(kinds) | set(base.entity_types)
     taken |= fam.reserved_labels(raw)
-    fresh = fresh_names(rng, len(ents) + len(prims) + len(kinds), taken, labels=labels)
+    fresh = fresh_names(rng, len(ents) + len(prims) + len(kinds), taken, labels=labels, avoid=avoid)
     ent = dict(zip(ents, fresh))
     prim = dict(zip(prims, fresh[len(ents) :]))
     types = dict(zip(kinds, fresh[len(ents) + len(prims) :]))

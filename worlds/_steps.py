@@ -205,8 +205,9 @@ class StepFamily:
         """Names a replica keeps and no fresh label may take (default: none)."""
         return set()
 
-    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str, labels: str = "letters"):
-        return instantiate_step_replica(self, raw, seed, id_prefix, labels)
+    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str, labels: str = "letters",
+                            avoid=frozenset()):
+        return instantiate_step_replica(self, raw, seed, id_prefix, labels, avoid)
 
     def isomorphism(self, a, b, enum_a=None, enum_b=None) -> dict:
         return step_isomorphism(a, b)

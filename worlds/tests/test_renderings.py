@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import re
 from collections import Counter
 from typing import Any
@@ -115,3 +116,19 @@ def test_a_label_scheme_changes_the_names_and_nothing_else(family: str) -> None:
         names = set(new.replica.entities.values()) | set(new.replica.primitives.values())
         assert names and all(re.fullmatch(r"(?:[bdfgklmnprstvz][aeiou]){3}", n) for n in names), names
         assert names.isdisjoint(set(old.replica.entities.values()) | set(old.replica.primitives.values()))
+
+
+def test_names_avoid_the_other_side_and_the_draws_stay_those_of_letters() -> None:
+    """``avoid`` moves a name of the scheme that the other side holds; the generator the replica goes on to draw
+    its id and order from is where the letters scheme leaves it."""
+    from worlds._pairs import fresh_names
+
+    letters_rng, plain_rng, dodged_rng = random.Random(7), random.Random(7), random.Random(7)
+    letters = fresh_names(letters_rng, 5, set())
+    plain = fresh_names(plain_rng, 5, set(), labels="syllables")
+    dodged = fresh_names(dodged_rng, 5, set(), labels="syllables", avoid={plain[2]})
+    assert len(set(letters)) == len(set(plain)) == len(set(dodged)) == 5 and not set(letters) & set(plain)
+    assert dodged[:2] == plain[:2] and plain[2] not in dodged
+    assert letters_rng.random() == plain_rng.random() == dodged_rng.random()
+    taken = {"bababa"}
+    assert "bababa" not in fresh_names(random.Random(7), 50, taken, labels="syllables") and len(taken) == 51

@@ -90,7 +90,7 @@ def _labels(side) -> set[str]:
     return set(rep.entities.values()) | set(rep.primitives.values()) | set(rep.types.values())
 
 
-@pytest.mark.parametrize("split", [None, "selfcheck"])
+@pytest.mark.parametrize("split", [None, "selfcheck", "development"])
 def test_renaming_rebuilds_every_pair_under_the_other_label_scheme(split: str | None) -> None:
     """The same bases, seeds and demonstrations, every fresh name drawn as a nonce word; the rebuilt targets are the
     old ones up to renaming (isomorphic under the label maps) and no old label is left in a prompt."""
@@ -99,6 +99,7 @@ def test_renaming_rebuilds_every_pair_under_the_other_label_scheme(split: str | 
     armed = arm_pairs(pairs, "renaming-syllables")
     assert {p.family for p in pairs} == ({"schedule", "token_workshop"} if split is None
                                          else {"token_workshop", "dataflow"})
+    # (on the development split one C replica would draw a name its F side holds; it draws another)
     for before, after in zip(pairs, armed, strict=True):
         assert after.pair_id == before.pair_id and after.motif == before.motif and after.novelty == before.novelty
         assert after.flags == (*before.flags, "arm:renaming-syllables") and after.manifest == before.manifest

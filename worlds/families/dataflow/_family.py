@@ -339,8 +339,9 @@ class Dataflow:
         """The primitive a binding applies."""
         return bindings([step])[0].name
 
-    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str, labels: str = "letters"):
-        return _pairs.instantiate_dataflow_replica(raw, seed, id_prefix, labels)
+    def instantiate_replica(self, raw: Mapping[str, Any], seed: int, id_prefix: str, labels: str = "letters",
+                            avoid=frozenset()):
+        return _pairs.instantiate_dataflow_replica(raw, seed, id_prefix, labels, avoid)
 
     # ---- text (``_text``) ---------------------------------------------------------
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 from canonical_hash import sha256_text
@@ -59,7 +59,7 @@ from ..._interchange import interchangeable_edges
 from ..._loader import world_from_mapping
 from ..._model import Failure, World
 from ..._pair_types import MOTIF_REQUIRED, WITNESS_ONLY, Demonstration, Pair, PairSide, PrimitiveExample
-from ..._pairs import Replica, fresh_names, rename_mapping
+from ..._pairs import Replica, fresh_names, rename_mapping, replica_labels
 from ..._registry import get_family
 from ..._structure import structure_json
 from ._enumerate import enumerate_programs
@@ -235,16 +235,16 @@ def translate_program(solution, ent: Mapping[str, str], prim: Mapping[str, str])
 
 
 def instantiate_dataflow_replica(raw: Mapping[str, Any], seed: int, id_prefix: str = "R",
-                                 labels: str = "letters") -> Replica:
-    """A replica of a dataflow base mapping with fresh labels (of scheme ``labels``), shuffled declaration order
-    and a fresh id."""
+                                 labels: str = "letters", avoid: Set[str] = frozenset()) -> Replica:
+    """A replica of a dataflow base mapping with fresh labels (of scheme ``labels``, none in ``avoid``),
+    shuffled declaration order and a fresh id."""
     rng = random.Random(seed)
     ents = sorted(raw["inputs"]) + [raw["goal"]["wire"]]
     prims = sorted(p["name"] for p in raw["primitives"])
     kinds = sorted(raw["types"])
     taken = set(ents) | set(prims) | set(kinds) | set(OPS)
     fresh = fresh_names(rng, len(ents) + len(prims) + len(kinds), taken,
-                        accept=lambda name: not CANONICAL_WIRE.match(name), labels=labels)
+                        accept=lambda name: not CANONICAL_WIRE.match(name), labels=labels, avoid=avoid)
     ent = dict(zip(ents, fresh))
     prim = dict(zip(prims, fresh[len(ents):]))
     types = dict(zip(kinds, fresh[len(ents) + len(prims):]))
@@ -392,11 +392,10 @@ def build_dataflow_pair(spec, base_raw: dict, base: World) -> tuple[Pair, dict]:
     if spec.base_raw is None or spec.f_demo is None or spec.c_demo is None or spec.motif is None:
         raise PairConstructionError(f"{spec.pair_id}: a dataflow pair spec pins its base mapping, demonstrations and motif")
     f_rep = instantiate_dataflow_replica(base_raw, spec.f_seed, "W", spec.labels)
-    c_rep = instantiate_dataflow_replica(base_raw, spec.c_seed, "W", spec.labels)
+    c_rep = instantiate_dataflow_replica(base_raw, spec.c_seed, "W", spec.labels, avoid=replica_labels(f_rep))
     if f_rep.world.id == c_rep.world.id:
         raise PairConstructionError(f"{spec.pair_id}: F and C targets got the same id; use other seeds")
-    labels = lambda r: set(r.entities.values()) | set(r.primitives.values()) | set(r.types.values())  # noqa: E731
-    shared = labels(f_rep) & labels(c_rep)
+    shared = replica_labels(f_rep) & replica_labels(c_rep)
     if shared:
         raise PairConstructionError(f"{spec.pair_id}: F and C targets share the labels {sorted(shared)}; use other seeds")
     target_enum = enumerate_programs(base)
