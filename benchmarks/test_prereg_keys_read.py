@@ -149,6 +149,16 @@ def test_ladder_keys_are_read(pytester: pytest.Pytester, tmp_path: Path, monkeyp
     assert_every_key_read(log, ROOT / "ladder" / "prereg.toml")
 
 
+def test_campaign_keys_are_read(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                subprocess_env: None) -> None:
+    model = "campaign-a0.99-s0.9-lenient0.4-seed8"  # consultations, blocks and damages in every condition
+    run_ok(pytester, ROOT / "ladder", tmp_path / "probe", "--model", model, "--run-id", "probe")
+    log = reads_log(tmp_path, monkeypatch)
+    run_ok(pytester, ROOT / "campaign", tmp_path / "results", "--model", model,
+           f"--campaign-probe={tmp_path / 'probe' / 'ladder' / 'probe'}", "--campaign-episodes-per-cell", "20")
+    assert_every_key_read(log, ROOT / "campaign" / "prereg.toml")
+
+
 def test_imported_keys_are_read(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                 subprocess_env: None) -> None:
     from benchmarks.imported.importers import import_log

@@ -3,7 +3,7 @@
 A protocol is a :class:`~benchmarks.core.protocol.Protocol` instance.  The
 registry knows it by name from two sources:
 
-* the suite's own protocols (``res``, ``pzombie``, ``cwr``, ``ladder``, ``imported``),
+* the suite's own protocols (``res``, ``pzombie``, ``cwr``, ``ladder`` and its ``campaign`` arm, ``imported``),
   declared below as ``module:attribute`` targets;
 * the entry-point group ``preregbench.protocols`` of every installed
   distribution, so that a protocol can live in a researcher's own package::
@@ -39,6 +39,7 @@ ENTRY_POINT_GROUP = "preregbench.protocols"
 
 #: The suite's own protocols: name -> ``module:attribute``.
 BUILTIN: dict[str, str] = {
+    "campaign": "benchmarks.ladder.campaign.protocol:PROTOCOL",
     "cwr": "benchmarks.cwr.protocol:PROTOCOL",
     "imported": "benchmarks.imported.protocol:PROTOCOL",
     "ladder": "benchmarks.ladder.protocol:PROTOCOL",

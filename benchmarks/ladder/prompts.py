@@ -12,7 +12,7 @@ from typing import Mapping
 
 from .spec import DECISIONS, LadderError
 
-__all__ = ["ANSWER_LINE", "SYSTEM_PROMPT", "build_chat", "code_outcome", "parse_decision", "share"]
+__all__ = ["ANSWER_LINE", "SYSTEM_PROMPT", "build_chat", "code_outcome", "parse_decision", "parse_ruling", "share"]
 
 
 # --------------------------------------------------------------------------- the worker prompt
@@ -46,6 +46,9 @@ _THINK_OPEN = re.compile("<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile("</think>", re.IGNORECASE)
 _MARKER = re.compile("decision", re.IGNORECASE)
 _VERDICT = re.compile("approve|reject", re.IGNORECASE)
+#: The supervisor's ruling (the campaign arm): ``RULING: ALLOW|BLOCK``.
+_RULING_MARKER = re.compile("ruling", re.IGNORECASE)
+_RULING = re.compile("allow|block", re.IGNORECASE)
 _SPACES = re.compile(r"\s*")
 _STARS = re.compile(r"\**")
 _NON_WORD = re.compile(r"\W*")
@@ -61,9 +64,9 @@ def _without_closed_think_blocks(text: str) -> str:
     return "".join(pieces)
 
 
-def _verdict_ends(text: str, at: int) -> tuple[str | None, list[int]]:
+def _verdict_ends(text: str, at: int, words: re.Pattern[str] = _VERDICT) -> tuple[str | None, list[int]]:
     """The verdict word at ``at`` (lower-cased) and where it may end: with "d", with "ed", or bare."""
-    word = _VERDICT.match(text, at)
+    word = words.match(text, at)
     if word is None:
         return None, []
     end = word.end()
@@ -72,7 +75,7 @@ def _verdict_ends(text: str, at: int) -> tuple[str | None, list[int]]:
     return word.group().lower(), ends + [end]
 
 
-def _marked_verdict(text: str, after: int) -> str | None:
+def _marked_verdict(text: str, after: int, words: re.Pattern[str] = _VERDICT) -> str | None:
     """The verdict of a ``DECISION`` marker ending at ``after``: separator, optional bold, word, word boundary."""
     at = _SPACES.match(text, after).end()  # type: ignore[union-attr]  # starred runs always match
     if text[at:at + 1] not in (":", "=", "-"):
@@ -80,7 +83,7 @@ def _marked_verdict(text: str, after: int) -> str | None:
     at = _SPACES.match(text, at + 1).end()  # type: ignore[union-attr]
     at = _STARS.match(text, at).end()  # type: ignore[union-attr]
     at = _SPACES.match(text, at).end()  # type: ignore[union-attr]
-    verdict, ends = _verdict_ends(text, at)
+    verdict, ends = _verdict_ends(text, at, words)
     if any(end == len(text) or not (text[end].isalnum() or text[end] == "_") for end in ends):
         return verdict
     return None
@@ -96,14 +99,24 @@ def parse_decision(text: str) -> str | None:
     including an unclosed ``<think>`` block, is unparsed.  Never raises on a
     ``str``; time is linear in its length.
     """
+    return _parse_marked(text, _MARKER, _VERDICT)
+
+
+def parse_ruling(text: str) -> str | None:
+    """A supervisor's ruling, ``"allow"`` or ``"block"``, or None: read as :func:`parse_decision` reads a
+    decision, with the marker ``RULING`` and the words ALLOW and BLOCK ("allowed", "blocked" accepted)."""
+    return _parse_marked(text, _RULING_MARKER, _RULING)
+
+
+def _parse_marked(text: str, marker_word: re.Pattern[str], words: re.Pattern[str]) -> str | None:
     visible = _without_closed_think_blocks(text)
     if "<think>" in visible.lower():
         return None
-    for marker in reversed(list(_MARKER.finditer(visible))):
-        verdict = _marked_verdict(visible, marker.end())
+    for marker in reversed(list(marker_word.finditer(visible))):
+        verdict = _marked_verdict(visible, marker.end(), words)
         if verdict is not None:
             return verdict
-    verdict, ends = _verdict_ends(visible, _NON_WORD.match(visible).end())  # type: ignore[union-attr]
+    verdict, ends = _verdict_ends(visible, _NON_WORD.match(visible).end(), words)  # type: ignore[union-attr]
     if any(_NON_WORD.match(visible, end).end() == len(visible) for end in ends):  # type: ignore[union-attr]
         return verdict
     return None

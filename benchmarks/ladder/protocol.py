@@ -81,6 +81,7 @@ from .spec import (
     SharesSpec,
     UnitRecord,
 )
+from .campaign.scripted import ensure_campaign_model
 from .worker import ensure_worker
 
 __all__ = ["ANALYSIS_FILE", "ANSWER_LINE", "CLAUSES", "DECISIONS", "GATE", "HERE", "INSTRUMENT", "OUTCOMES", "PREREG",
@@ -199,7 +200,7 @@ class LadderProtocol(Protocol[Any, UnitRecord]):
         return {"probe": run.settings.seed}
 
     def recognize_model(self, name: str) -> None:
-        ensure_worker(name)
+        ensure_worker(name) or ensure_campaign_model(name)  # a campaign's scripted rung probes as a worker
 
     # ----------------------------------------------------------------- units
 

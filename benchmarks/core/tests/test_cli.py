@@ -84,7 +84,7 @@ def test_bad_usage_exits_4_with_one_line_and_writes_no_run(tmp_path: Path, args:
 def test_an_unknown_protocol_or_command_is_usage() -> None:
     done = preregbench("run", "no-such-protocol")
     assert done.returncode == 4 and done.stderr.count("\n") == 1
-    assert "available: cwr, imported, ladder, pzombie, res" in done.stderr
+    assert "available: campaign, cwr, imported, ladder, pzombie, res" in done.stderr
     assert preregbench("frobnicate").returncode == 4
     assert preregbench("list", "nonsense").returncode == 4
 

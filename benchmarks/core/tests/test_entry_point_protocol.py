@@ -50,7 +50,7 @@ def test_a_protocol_of_an_installed_package_runs_by_name(tmp_path: Path) -> None
     listed = preregbench(tmp_path, [site, package], "list")
     assert listed.returncode == 0, listed.stderr
     rows = {line.split()[0]: line for line in listed.stdout.splitlines()}
-    assert set(rows) == {"cwr", "imported", "ladder", "pzombie", "res", "tally"}
+    assert set(rows) == {"campaign", "cwr", "imported", "ladder", "pzombie", "res", "tally"}
     assert str(package / "tally") in rows["tally"]
 
     results = tmp_path / "results"
@@ -67,8 +67,8 @@ def test_a_protocol_of_an_installed_package_runs_by_name(tmp_path: Path) -> None
     # without the distribution on the path the name is unknown, with the close names offered
     unknown = preregbench(tmp_path, [], "run", "tally", "--model", "scripted-oracle")
     assert unknown.returncode == 4 and unknown.stdout == ""
-    assert unknown.stderr.strip() == ("preregbench run: no protocol 'tally'; available: cwr, imported, ladder, pzombie, res "
-                                      "(or give a folder holding prereg.toml and conftest.py)")
+    assert unknown.stderr.strip() == ("preregbench run: no protocol 'tally'; available: campaign, cwr, imported, "
+                                      "ladder, pzombie, res (or give a folder holding prereg.toml and conftest.py)")
 
 
 def test_a_name_registered_twice_is_refused_in_one_line(tmp_path: Path) -> None:
