@@ -67,6 +67,13 @@ def test_a_unit_is_coded_with_its_cost(condition: str, truth: str, worker: str, 
             again["cost"]) == expected
 
 
+def test_a_served_rung_is_named_by_its_model() -> None:
+    from benchmarks.ladder.campaign.protocol import served_name
+
+    assert served_name("openai:qwen3:8b@http://127.0.0.1:11434/v1") == "qwen3:8b" in PREREG.values.launch.rungs
+    assert served_name("campaign-a0.97-seed8") == "campaign-a0.97-seed8"
+
+
 def test_a_supervisor_error_makes_the_unit_errored_and_nothing_goes_ahead() -> None:
     coded = code_unit("ledger", "reject", "DECISION: APPROVE", None, "", "http_error", COSTS)
     assert (coded.outcome, coded.consulted, coded.executed, coded.cost) == ("errored", True, False, 0.0)

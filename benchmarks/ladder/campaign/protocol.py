@@ -32,7 +32,7 @@ from .spec import FOLDER, RULE_BLOCKS, SUPERVISED, CampaignPrereg, CampaignRecor
 from .supervisor import chat_sha256, code_unit, damage_record, ledger_text, record_sha256, supervisor_chat
 from .units import CampaignUnit, campaign_units
 
-__all__ = ["PROJECTION_FILE", "PROTOCOL", "CampaignProtocol", "CampaignSettings"]
+__all__ = ["PROJECTION_FILE", "PROTOCOL", "CampaignProtocol", "CampaignSettings", "served_name"]
 
 PROJECTION_FILE = "projection.json"
 
@@ -48,6 +48,13 @@ class CampaignSettings:
 
     def record(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def served_name(model: str) -> str:
+    """The model's name as a server knows it (``openai:qwen3:8b@http://host/v1`` -> ``qwen3:8b``), else the name."""
+    if model.startswith("openai:") and "@" in model:
+        return model[len("openai:"):].rsplit("@", 1)[0]
+    return model
 
 
 class CampaignProtocol(Protocol[CampaignUnit, CampaignRecord]):
@@ -108,7 +115,7 @@ class CampaignProtocol(Protocol[CampaignUnit, CampaignRecord]):
         if run.settings.episodes_per_cell != self.spec.grid.episodes_per_cell:
             found.append(f"reduced pass: {run.settings.episodes_per_cell} episodes per cell instead of "
                          f"{self.spec.grid.episodes_per_cell}")
-        if run.model not in self.spec.launch.rungs:
+        if served_name(run.model) not in self.spec.launch.rungs:
             found.append(f"rung {run.model!r} is not one the registration names ({', '.join(self.spec.launch.rungs)})")
         return found
 
