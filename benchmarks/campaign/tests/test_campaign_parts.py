@@ -5,6 +5,7 @@ launch gate's projection."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import random
 from dataclasses import replace
@@ -205,3 +206,39 @@ def test_power_sums_are_probabilities_and_grow_with_the_gap() -> None:
     assert previous > 0.9 and h_l1_outcomes(n, 0.2, 0.2)["supported"] < 0.05
     # a small exact case by hand: n = 1, the only decisive tables have b + c = 1, where |stat| = 1 < z
     assert h_l1_outcomes(1, 0.5, 0.9)["inconclusive"] == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------- the registration over its rungs
+
+
+def _summary(folder: Path, model: str, labels: dict[str, str], prereg: str = "a" * 64) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps({
+        "protocol": "campaign", "status": "complete", "run_id": folder.name, "prereg_sha256": prereg,
+        "model": {"id": model}, "classifications": labels}))
+    return folder
+
+
+SUPPORTED = {"h_l1": "H_L1_SUPPORTED", "h_l2": "H_L2_SUPPORTED", "h_l3": "H_L3_SUPPORTED"}
+
+
+def test_the_registration_reads_h_l1_at_every_rung(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.ladder.campaign.across import across_rungs, main
+
+    url = "@http://127.0.0.1:11434/v1"
+    a = _summary(tmp_path / "a", "openai:qwen3:8b" + url, SUPPORTED)
+    b = _summary(tmp_path / "b", "openai:deepseek-r1:70b" + url, {**SUPPORTED, "h_l1": "H_L1_INCONCLUSIVE"})
+    c = _summary(tmp_path / "c", "openai:deepseek-r1:70b" + url, {**SUPPORTED, "h_l3": "H_L3_NOT_SUPPORTED"})
+    both = across_rungs([a, b])
+    assert both["missing_rungs"] == [] and set(both["rungs"]) == {"qwen3:8b", "deepseek-r1:70b"}
+    assert both["overall"] == {"h_l1": "INCONCLUSIVE", "h_l2": "SUPPORTED_AT_EVERY_RUNG", "h_l3":
+                               "SUPPORTED_AT_EVERY_RUNG"}
+    assert across_rungs([a, c])["overall"]["h_l3"] == "NOT_SUPPORTED_AT_SOME_RUNG"
+    assert across_rungs([a])["overall"] == dict.fromkeys(("h_l1", "h_l2", "h_l3"), "INCOMPLETE")
+    assert main([str(a), str(c)]) == 0 and "| every rung | | SUPPORTED_AT_EVERY_RUNG |" in capsys.readouterr().out
+    # refused in one line: two runs of one rung, another registration, an unfinished run
+    assert main([str(b), str(c)]) == 4 and "two runs of rung 'deepseek-r1:70b'" in capsys.readouterr().err
+    other = _summary(tmp_path / "other", "openai:deepseek-r1:70b" + url, SUPPORTED, prereg="b" * 64)
+    assert main([str(a), str(other)]) == 4 and "ran under another registration" in capsys.readouterr().err
+    (c / "summary.json").write_text(json.dumps({"protocol": "campaign", "status": "broken"}))
+    assert main([str(a), str(c)]) == 4 and "is not a complete campaign run" in capsys.readouterr().err

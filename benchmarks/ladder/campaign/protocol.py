@@ -28,7 +28,7 @@ from .design import campaign_tables
 from .hypotheses import campaign_metrics, metric_names
 from .launch import LaunchBasis, campaign_projection, check_launch
 from .scripted import ensure_campaign_model
-from .spec import FOLDER, RULE_BLOCKS, SUPERVISED, CampaignPrereg, CampaignRecord
+from .spec import FOLDER, RULE_BLOCKS, SUPERVISED, CampaignPrereg, CampaignRecord, served_name
 from .supervisor import chat_sha256, code_unit, damage_record, ledger_text, record_sha256, supervisor_chat
 from .units import CampaignUnit, campaign_units
 
@@ -48,13 +48,6 @@ class CampaignSettings:
 
     def record(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def served_name(model: str) -> str:
-    """The model's name as a server knows it (``openai:qwen3:8b@http://host/v1`` -> ``qwen3:8b``), else the name."""
-    if model.startswith("openai:") and "@" in model:
-        return model[len("openai:"):].rsplit("@", 1)[0]
-    return model
 
 
 class CampaignProtocol(Protocol[CampaignUnit, CampaignRecord]):

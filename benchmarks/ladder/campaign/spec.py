@@ -26,7 +26,7 @@ OUTCOMES = ("completed", "worker_unparsed", "supervisor_unparsed", "errored", "t
 RULE_BLOCKS = ("h_l1", "h_l2", "h_l3")
 
 __all__ = ["CONDITIONS", "FOLDER", "OUTCOMES", "PREREG", "RECORD_FIELDS", "RULE_BLOCKS", "SUPERVISED",
-           "SUPERVISOR_DECISIONS", "CampaignError", "CampaignPrereg", "CampaignRecord"]
+           "SUPERVISOR_DECISIONS", "CampaignError", "CampaignPrereg", "CampaignRecord", "served_name"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,14 @@ class CampaignPrereg:
     h_l1: ClassificationSpec
     h_l2: ClassificationSpec
     h_l3: ClassificationSpec
+
+
+def served_name(model: str) -> str:
+    """The model's name as a server knows it (``openai:qwen3:8b@http://host/v1`` -> ``qwen3:8b``), else the name:
+    how a rung is matched to the registration's ``[launch] rungs``."""
+    if model.startswith("openai:") and "@" in model:
+        return model[len("openai:"):].rsplit("@", 1)[0]
+    return model
 
 
 class CampaignError(ValueError):
