@@ -8,7 +8,6 @@ import importlib.util
 import json
 import math
 import random
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 

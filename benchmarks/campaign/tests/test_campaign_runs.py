@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.core.selfcheck import outcomes_by_name, read_report, run_protocol, run_rescorer
+from benchmarks.core.selfcheck import read_report, run_protocol, run_rescorer
 from benchmarks.ladder.campaign.spec import FOLDER
 from benchmarks.ladder.spec import HERE as LADDER
 

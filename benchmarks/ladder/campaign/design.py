@@ -12,6 +12,7 @@ tables sum that distribution exactly.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Sequence
 
 from benchmarks.core.design import Table
@@ -32,7 +33,6 @@ def planned_pairs() -> int:
 
 
 def _z(confidence: float) -> float:
-    from statistics import NormalDist
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence
+from statistics import NormalDist
+from typing import Any, Iterable, Sequence
 
 from benchmarks.core.paired import tango_interval
 from benchmarks.core.stats import proportion
@@ -31,25 +32,8 @@ from .spec import PREREG, SUPERVISED, CampaignPrereg
 
 __all__ = ["campaign_metrics", "cost_difference_interval", "metric_names"]
 
-_Z = {0.95: 1.959963984540054}
-
-
 def _z(confidence: float) -> float:
-    if confidence in _Z:
-        return _Z[confidence]
-    return math.sqrt(2) * _erfinv(confidence)
-
-
-def _erfinv(y: float) -> float:
-    """Inverse error function by bisection (the quantiles a preregistration may name are few)."""
-    low, high = 0.0, 10.0
-    for _ in range(200):
-        mid = (low + high) / 2
-        if math.erf(mid) < y:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
 def _episode(record: Any) -> tuple[int, int, int]:
@@ -152,10 +136,3 @@ def campaign_metrics(records: Sequence[Any], prereg: CampaignPrereg | None = Non
 def metric_names(prereg: CampaignPrereg | None = None) -> tuple[str, ...]:
     """The flat metrics :func:`campaign_metrics` returns, whatever the records."""
     return tuple(k for k in campaign_metrics([], prereg) if k != "tables")
-
-
-def units_per_cell(records: Iterable[Any]) -> Mapping[tuple[int, str, int], int]:
-    counts: dict[tuple[int, str, int], int] = defaultdict(int)
-    for r in records:
-        counts[(r.tier, r.condition, r.seed)] += 1
-    return dict(counts)

@@ -28,7 +28,7 @@ from .design import campaign_tables
 from .hypotheses import campaign_metrics, metric_names
 from .launch import LaunchBasis, campaign_projection, check_launch
 from .scripted import ensure_campaign_model
-from .spec import FOLDER, RULE_BLOCKS, SUPERVISED, CampaignPrereg, CampaignRecord, served_name
+from .spec import FOLDER, RULE_BLOCKS, CampaignPrereg, CampaignRecord, served_name
 from .supervisor import chat_sha256, code_unit, damage_record, ledger_text, record_sha256, supervisor_chat
 from .units import CampaignUnit, campaign_units
 
