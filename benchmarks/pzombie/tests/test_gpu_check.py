@@ -126,7 +126,8 @@ def test_pzombie_runs_reach_their_verdicts(rehearsal) -> None:
     default = steps["pzombie-default"]["run"]
     assert default["isolation"] == ["fork"] and default["distinct_pids"] and default["error_records"] == 0
     if default["stopped_at_cap"]:  # the GPU path: the prompts measured in order before the cap, kept on disk
-        assert steps["pzombie-default"]["exit_status"] == 124 and 0 < default["records"] < 160
+        # (all 160 when the cap falls after the last record but before the run has written its results)
+        assert steps["pzombie-default"]["exit_status"] == 124 and 0 < default["records"] <= 160
         assert "ACTIVE_MANIFOLD" in default["calibrated_presets"] and default["status"] != "complete"
         assert default["estimated_full_run_s"] > CAP_S
     else:  # a machine fast enough to finish inside the cap
