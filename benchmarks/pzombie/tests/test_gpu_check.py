@@ -129,7 +129,7 @@ def test_pzombie_runs_reach_their_verdicts(rehearsal) -> None:
         # (all 160 when the cap falls after the last record but before the run has written its results)
         assert steps["pzombie-default"]["exit_status"] == 124 and 0 < default["records"] <= 160
         assert "ACTIVE_MANIFOLD" in default["calibrated_presets"] and default["status"] != "complete"
-        assert default["estimated_full_run_s"] > CAP_S
+        assert default["estimated_full_run_s"] >= CAP_S  # it ran the whole cap, and more prompts were left or not
     else:  # a machine fast enough to finish inside the cap
         assert default["status"] == "complete" and default["records"] == 160
     plan = json.loads((out / "summary.json").read_text())["settings"]["pzombie_plan"]
