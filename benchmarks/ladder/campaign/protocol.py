@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import models
-from benchmarks.core import read_ledger, sha256_json
+from benchmarks.core import read_ledger
 from benchmarks.core.protocol import AnswerKey, Option, Protocol, UsageProblem
 from benchmarks.core.run import ProtocolRun
 from benchmarks.core.answers import keep_answer
@@ -30,7 +30,7 @@ from .launch import LaunchBasis, campaign_projection, check_launch
 from .scripted import ensure_campaign_model
 from .spec import FOLDER, RULE_BLOCKS, CampaignPrereg, CampaignRecord, served_name
 from .supervisor import chat_sha256, code_unit, damage_record, ledger_text, record_sha256, supervisor_chat
-from .units import CampaignUnit, campaign_units
+from .units import CampaignUnit, campaign_units, episode_sha256
 
 __all__ = ["PROJECTION_FILE", "PROTOCOL", "CampaignProtocol", "CampaignSettings", "served_name"]
 
@@ -128,7 +128,7 @@ class CampaignProtocol(Protocol[CampaignUnit, CampaignRecord]):
         episodes = {}
         for unit in run.units:
             key = f"s{unit.seed}-t{unit.tier}-{unit.episode_index:03d}"
-            episodes.setdefault(key, {"episode": key, "sha256": sha256_json(unit.episode.facts),
+            episodes.setdefault(key, {"episode": key, "sha256": episode_sha256(unit.episode),
                                       "ground_truth": unit.episode.ground_truth, "family": unit.episode.family,
                                       "depth": unit.episode.depth})
         return {f"campaign-{state.name}": {"generator": state.metadata(), "episodes": list(episodes.values())}}
@@ -212,9 +212,9 @@ class CampaignProtocol(Protocol[CampaignUnit, CampaignRecord]):
         supervisor = None
         supervisor_latency = None
         supervisor_chat_ = None
-        decision_preview = code_unit(unit.condition, episode.ground_truth, worker.response.text,
-                                     worker.response.error, None, None, self.spec.costs)
-        if decision_preview.consulted:
+        coded = code_unit(unit.condition, episode.ground_truth, worker.response.text, worker.response.error,
+                          None, None, self.spec.costs)
+        if coded.consulted:  # coded again below with the ruling
             if unit.condition == "ledger":
                 entries = damage_record(self._earlier(run, unit))
                 ledger = ledger_text(entries, self.spec.measurement.ledger_entries, self.spec.costs.damage)
@@ -225,14 +225,13 @@ class CampaignProtocol(Protocol[CampaignUnit, CampaignRecord]):
                         {"seat": "supervisor", "checks": [bool(c.passes) for c in episode.checks],
                          "condition": unit.condition})
             supervisor, supervisor_latency = self._generate(model, supervisor_chat_)
-        coded = code_unit(unit.condition, episode.ground_truth, worker.response.text, worker.response.error,
-                          supervisor.response.text if supervisor else None,
-                          supervisor.response.error if supervisor else None, self.spec.costs)
+            coded = code_unit(unit.condition, episode.ground_truth, worker.response.text, worker.response.error,
+                              supervisor.response.text, supervisor.response.error, self.spec.costs)
         state = STATES[run.settings.state]
         return CampaignRecord(
             unit_id=unit.unit_id, rung=run.model, model_revision=str(model.describe().revision),
             generator_state=state.name, state_hash=state.state_hash, seed=unit.seed, tier=unit.tier,
-            family=episode.family, episode_index=unit.episode_index, episode_sha256=sha256_json(episode.facts),
+            family=episode.family, episode_index=unit.episode_index, episode_sha256=episode_sha256(episode),
             depth=episode.depth, ground_truth=episode.ground_truth, condition=unit.condition,
             worker_prompt_sha256=chat_sha256(chat), worker_response=worker.response.text,
             worker_response_chars=worker.chars, worker_response_sha256=worker.sha256,
